@@ -1,0 +1,1 @@
+"""mqbed emulator: the paired simulator and closed-form models (MODELS.md)."""

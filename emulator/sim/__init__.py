@@ -1,0 +1,1 @@
+"""SimPy model of a scenario (MODELS.md §1-§4)."""

@@ -1,0 +1,1 @@
+"""mqbed testbed.analysis."""

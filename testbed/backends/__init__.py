@@ -1,0 +1,1 @@
+"""How brokers are provisioned: local processes, docker containers, or external URLs."""

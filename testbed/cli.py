@@ -1,0 +1,192 @@
+"""`mqbed` command line (DESIGN.md "Command line"). Each command is a thin shell over a module."""
+
+from __future__ import annotations
+
+__all__ = ["app", "main"]
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from testbed.exceptions import MqbedError
+
+app = typer.Typer(
+    name="mqbed",
+    help="Live emulation testbed for message brokers: live runs, paired predictions, reports.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+HomeOpt = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional here
+    typer.Option(
+        "--home",
+        help="Testbed directory (state, broker data, logs). Default: $MQBED_HOME or ./.mqbed",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def testbed_home(home: Path | None) -> Path:
+    return (home or Path(os.environ.get("MQBED_HOME", ".mqbed"))).resolve()
+
+
+def _kinds(broker: str) -> list[str]:
+    choices = {"rabbitmq": ["rabbitmq"], "activemq": ["activemq"], "all": ["rabbitmq", "activemq"]}
+    if broker not in choices:
+        from testbed.core.suggest import did_you_mean
+
+        raise typer.BadParameter(
+            f"{broker!r} is not a broker{did_you_mean(broker, choices)}; use rabbitmq, activemq "
+            "or all",
+            param_hint="--broker",
+        )
+    return choices[broker]
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Scenario YAML files.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Check scenario files: every error with file:line, field, value and a suggestion."""
+    from testbed.core.scenario_loader import validate_file
+
+    failed = False
+    report = []
+    for f in files:
+        scenario, issues = validate_file(f)
+        errors = [i for i in issues if i.severity == "error"]
+        failed |= bool(errors) or scenario is None
+        report.append(
+            {
+                "file": str(f),
+                "ok": scenario is not None and not errors,
+                "issues": [
+                    {"line": i.line, "path": i.path, "message": i.message, "severity": i.severity}
+                    for i in issues
+                ],
+            }
+        )
+        if not as_json:
+            for i in issues:
+                err.print(str(i), markup=False, highlight=False, soft_wrap=True)
+            if scenario is not None and not errors:
+                out.print(f"ok: {f}", markup=False, highlight=False)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    raise typer.Exit(2 if failed else 0)
+
+
+@app.command()
+def up(
+    backend: Annotated[str, typer.Option(help="local | docker | external")] = "local",
+    broker: Annotated[str, typer.Option(help="rabbitmq | activemq | all")] = "all",
+    nodes: Annotated[int, typer.Option(min=1, max=5, help="Nodes per broker kind.")] = 1,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for health.")] = 60.0,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start brokers, wait until healthy, print their URLs and write the state file."""
+    kinds = _kinds(broker)
+    if backend != "local":
+        raise typer.BadParameter(
+            f"backend {backend!r} is not available yet; use 'local'", param_hint="--backend"
+        )
+    from testbed.backends.local import LocalBackend
+
+    root = testbed_home(home)
+    t0 = time.monotonic()
+    with err.status(f"starting {', '.join(kinds)} under {root} ..."):
+        endpoints = LocalBackend(root).up(kinds, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+    elapsed = time.monotonic() - t0
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "home": str(root),
+                    "startup_s": round(elapsed, 2),
+                    "brokers": [e.to_json() for e in endpoints],
+                },
+                indent=2,
+            )
+        )
+        return
+    for e in endpoints:
+        scheme = "amqp" if e.kind == "rabbitmq" else "stomp"
+        out.print(f"[bold]{e.name}[/] ({e.kind} {e.version or ''}) pid {e.pid}")
+        out.print(f"  {scheme}://{e.username}:{e.password}@{e.host}:{e.port}", markup=False)
+        if e.management_url:
+            out.print(f"  management  {e.management_url}", markup=False)
+        if e.prometheus_url:
+            out.print(f"  prometheus  {e.prometheus_url}/metrics", markup=False)
+    out.print(
+        f"healthy after {elapsed:.1f}s; state in {root / 'state.json'}; stop with 'mqbed down'",
+        markup=False,
+    )
+
+
+@app.command()
+def down(
+    home: HomeOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each stop.")] = 30.0,
+) -> None:
+    """Stop everything `mqbed up` started (read from the state file); leave no process behind."""
+    from testbed.backends.local import LocalBackend
+
+    root = testbed_home(home)
+    stopped = LocalBackend(root).down(timeout=timeout)
+    out.print(
+        f"stopped {len(stopped)}: {', '.join(stopped) or 'nothing was running'}", markup=False
+    )
+
+
+@app.command()
+def run(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    backend: Annotated[Optional[str], typer.Option(help="Override broker.backend.")] = None,  # noqa: UP045
+    out_dir: Annotated[Path, typer.Option("--out", help="Where run directories go.")] = Path(
+        "runs"
+    ),
+    replications: Annotated[Optional[int], typer.Option(min=1)] = None,  # noqa: UP045
+    no_predict: Annotated[bool, typer.Option("--no-predict")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Run a scenario live (provision -> warm up -> load -> drain -> collect)."""
+    from testbed.run import run_scenario
+
+    result = run_scenario(
+        scenario,
+        home=testbed_home(home),
+        out_dir=out_dir,
+        backend=backend,
+        replications=replications,
+        predict=not no_predict,
+        console=err,
+    )
+    out.print(str(result), markup=False)
+
+
+def main() -> None:
+    """Console-script entry: one-line reason and a non-zero exit for expected failures."""
+    try:
+        app()
+    except MqbedError as e:
+        err.print(f"mqbed: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err.print("mqbed: interrupted", markup=False)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""The record schemas shared by live runs and predictions (DESIGN.md "Run directory").
+
+Both sides write exactly these tables, so the comparison is a join. Times are float seconds since
+the workload start (t=0) of the run. Beyond DESIGN.md's columns every table carries
+`replication`, so measured and predicted replications can be joined one to one.
+
+Writers buffer rows per worker and flush a Parquet *part* file every `batch_rows` rows (and on
+`flush()`/`close()`), so a crash loses at most the rows of one unflushed batch. `merge_parts`
+concatenates the parts into ``<table>.parquet`` at the end of a run.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SCHEMAS",
+    "MESSAGES",
+    "DELIVERIES",
+    "TIMESERIES",
+    "EVENTS",
+    "OUTCOMES",
+    "Ledger",
+    "RecordWriter",
+    "merge_parts",
+    "read_table",
+    "write_table",
+]
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MESSAGES = pa.schema(
+    [
+        ("msg_id", pa.string()),
+        ("flow", pa.string()),
+        ("queue", pa.string()),
+        ("producer", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("t_intended", pa.float64()),
+        ("t_publish", pa.float64()),
+        ("t_confirm", pa.float64()),
+        ("replication", pa.int32()),
+    ]
+)
+OUTCOMES = ("acked", "nacked", "timed_out", "dropped", "crashed", "dead_lettered")
+DELIVERIES = pa.schema(
+    [
+        ("msg_id", pa.string()),
+        ("queue", pa.string()),
+        ("consumer", pa.string()),
+        ("attempt", pa.int32()),
+        ("t_deliver", pa.float64()),
+        ("t_done", pa.float64()),
+        ("outcome", pa.string()),
+        ("redelivered", pa.bool_()),
+        ("latency_s", pa.float64()),
+        ("replication", pa.int32()),
+    ]
+)
+TIMESERIES = pa.schema(
+    [
+        ("t", pa.float64()),
+        ("queue", pa.string()),
+        ("depth_ready", pa.int64()),
+        ("depth_unacked", pa.int64()),
+        ("publish_rate", pa.float64()),
+        ("deliver_rate", pa.float64()),
+        ("ack_rate", pa.float64()),
+        ("consumers", pa.int32()),
+        ("producers_blocked", pa.int32()),
+        ("broker_up", pa.bool_()),
+        ("memory_bytes", pa.int64()),
+        ("replication", pa.int32()),
+    ]
+)
+EVENTS = pa.schema(
+    [
+        ("t", pa.float64()),
+        ("kind", pa.string()),
+        ("target", pa.string()),
+        ("detail", pa.string()),
+        ("replication", pa.int32()),
+    ]
+)
+SCHEMAS: dict[str, pa.Schema] = {
+    "messages": MESSAGES,
+    "deliveries": DELIVERIES,
+    "timeseries": TIMESERIES,
+    "events": EVENTS,
+}
+
+
+@dataclass
+class Ledger:
+    """Jepsen-style queue checker totals (DESIGN.md `ledger.json`)."""
+
+    sent: int = 0
+    confirmed: int = 0
+    delivered_unique: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    unexpected: int = 0
+    recovered: int = 0
+    redeliveries: int = 0
+    dead_lettered: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Ledger:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: int(v) for k, v in data.items() if k in names})
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> Ledger:
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+class RecordWriter:
+    """Buffered, crash-tolerant writer of one table for one worker.
+
+    Rows are tuples in schema column order (the fast path for hot loops) or dicts. Each flush
+    writes ``<dir>/<table>.parts/<worker>-<seq>.parquet`` atomically (write + rename).
+    """
+
+    def __init__(self, directory: Path, table: str, worker: str = "", batch_rows: int = 5000):
+        if table not in SCHEMAS:
+            raise ValueError(f"unknown table {table!r}; expected one of {sorted(SCHEMAS)}")
+        self.schema = SCHEMAS[table]
+        self.table = table
+        self.parts_dir = Path(directory) / f"{table}.parts"
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        self.worker = worker or f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.batch_rows = batch_rows
+        self._names = self.schema.names
+        self._rows: list[Sequence[Any]] = []
+        self._seq = 0
+        self.rows_written = 0
+
+    def append(self, row: Sequence[Any] | dict[str, Any]) -> None:
+        if isinstance(row, dict):
+            row = tuple(row.get(n) for n in self._names)
+        self._rows.append(row)
+        if len(self._rows) >= self.batch_rows:
+            self.flush()
+
+    def extend(self, rows: Iterable[Sequence[Any]]) -> None:
+        for r in rows:
+            self.append(r)
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        columns = list(zip(*self._rows, strict=True))
+        arrays = [pa.array(col, type=self.schema.field(i).type) for i, col in enumerate(columns)]
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        final = self.parts_dir / f"{self.worker}-{self._seq:06d}.parquet"
+        tmp = final.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        self._seq += 1
+        self.rows_written += len(self._rows)
+        self._rows = []
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_table(directory: Path, table: str, data: pa.Table | dict[str, Sequence[Any]]) -> Path:
+    """Write a whole table at once (the simulator's path), conformed to the schema."""
+    schema = SCHEMAS[table]
+    if isinstance(data, dict):
+        data = pa.Table.from_pydict({n: data[n] for n in schema.names}, schema=schema)
+    else:
+        data = data.select(schema.names).cast(schema)
+    path = Path(directory) / f"{table}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(data, path)
+    return path
+
+
+def merge_parts(directory: Path, table: str, sort_by: str | None = None) -> Path:
+    """Concatenate ``<table>.parts/*.parquet`` (and an existing ``<table>.parquet``) into one.
+
+    Unreadable parts (a crash mid-write leaves only ``.tmp`` files, which are ignored) are
+    skipped. Always produces a file, possibly empty, with the table's schema.
+    """
+    directory = Path(directory)
+    schema = SCHEMAS[table]
+    parts_dir = directory / f"{table}.parts"
+    out = directory / f"{table}.parquet"
+    tables: list[pa.Table] = []
+    if out.exists():
+        tables.append(pq.read_table(out, schema=schema))
+    parts = sorted(parts_dir.glob("*.parquet")) if parts_dir.exists() else []
+    for p in parts:
+        try:
+            tables.append(pq.read_table(p, schema=schema))
+        except (OSError, pa.ArrowInvalid):
+            continue
+    merged = pa.concat_tables(tables) if tables else schema.empty_table()
+    if sort_by and merged.num_rows:
+        merged = merged.sort_by(sort_by)
+    tmp = out.with_suffix(".tmp")
+    pq.write_table(merged, tmp)
+    os.replace(tmp, out)
+    for p in parts_dir.glob("*") if parts_dir.exists() else []:
+        p.unlink()
+    if parts_dir.exists():
+        parts_dir.rmdir()
+    return out
+
+
+def read_table(directory: Path, table: str) -> pa.Table:
+    """Read a merged table, or merge-on-read the parts of an interrupted run."""
+    directory = Path(directory)
+    schema = SCHEMAS[table]
+    tables = []
+    out = directory / f"{table}.parquet"
+    if out.exists():
+        tables.append(pq.read_table(out, schema=schema))
+    parts_dir = directory / f"{table}.parts"
+    if parts_dir.exists():
+        for p in sorted(parts_dir.glob("*.parquet")):
+            try:
+                tables.append(pq.read_table(p, schema=schema))
+            except (OSError, pa.ArrowInvalid):
+                continue
+    return pa.concat_tables(tables) if tables else schema.empty_table()

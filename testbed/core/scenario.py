@@ -1,0 +1,425 @@
+"""The scenario schema: one YAML file drives the live run, the prediction and the analysis.
+
+Every model forbids unknown keys (and suggests the closest known one). Quantities take units:
+durations ``"250ms"``, rates ``"50/s"``, sizes ``"1KB"`` (see :mod:`testbed.core.units`).
+Load files with :func:`load_scenario` (in :mod:`testbed.core.scenario_loader`, re-exported here),
+which reports ``file:line field: message (did you mean ...)`` for every problem at once.
+
+Rates on producers are per producer instance: ``count: 2`` with ``rate: 100/s`` offers 200/s.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Scenario",
+    "BrokerSpec",
+    "TopologySpec",
+    "ExchangeSpec",
+    "QueueSpec",
+    "BindingSpec",
+    "VisibilitySpec",
+    "LoadBalancedSpec",
+    "ProducerSpec",
+    "ConsumerSpec",
+    "FollowUpSpec",
+    "Arrival",
+    "PoissonArrival",
+    "ConstantArrival",
+    "MmppArrival",
+    "RampArrival",
+    "StepsArrival",
+    "TraceArrival",
+    "ClosedArrival",
+    "TimeDistribution",
+    "SizeDistribution",
+    "AccuracyTargets",
+    "RecordingSpec",
+    "Strict",
+]
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from testbed.core.distributions import Deterministic, Distribution
+from testbed.core.scenario_faults import Autoscaling, Fault
+from testbed.core.strict import Strict
+from testbed.core.units import Duration, Rate, Size, parse_duration, parse_rate, parse_size
+
+# --- quantities inside distributions --------------------------------------------------------
+
+_TIME_KEYS = {"mean", "sd", "value", "low", "high", "scale"}
+_RATE_KEYS = {"rate", "rates"}
+
+
+def _dist_converter(dimension: str) -> Any:
+    parse = parse_duration if dimension == "time" else parse_size
+    default_kind = "deterministic" if dimension == "time" else "fixed"
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            return {"kind": default_kind, "value": parse(value)}
+        if not isinstance(value, dict):
+            return value
+        out = dict(value)
+        for key, item in value.items():
+            try:
+                if key in _TIME_KEYS and item is not None:
+                    out[key] = parse(item)
+                elif key in ("values",) and isinstance(item, list):
+                    out[key] = [parse(v) for v in item]
+                elif key in _RATE_KEYS and dimension == "time":
+                    out[key] = (
+                        [parse_rate(v) for v in item]
+                        if isinstance(item, list)
+                        else parse_rate(item)
+                    )
+            except ValueError as e:
+                raise ValueError(f"{key}: {e}") from e
+        return out
+
+    return BeforeValidator(convert)
+
+
+TimeDistribution = Annotated[Distribution, _dist_converter("time")]
+"""A distribution of durations (seconds). A bare ``"5ms"`` means deterministic 5 ms."""
+SizeDistribution = Annotated[Distribution, _dist_converter("size")]
+"""A distribution of message sizes (bytes). A bare ``"1KB"`` means fixed 1000 bytes."""
+
+NonNegDuration = Annotated[Duration, Field(ge=0)]
+PosDuration = Annotated[Duration, Field(gt=0)]
+PosRate = Annotated[Rate, Field(gt=0)]
+NonNegRate = Annotated[Rate, Field(ge=0)]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+
+
+# --- broker and topology --------------------------------------------------------------------
+
+
+class BrokerSpec(Strict):
+    kind: Literal["rabbitmq", "activemq"] = "rabbitmq"
+    backend: Literal["local", "docker", "external"] = "local"
+    client: Literal["pika", "kombu", "stomp"] | None = None
+    """Client library; defaults to pika for RabbitMQ and stomp for ActiveMQ."""
+    nodes: int = Field(1, ge=1, le=5)
+    model: Literal["amqp", "threads", "shared_lock"] | None = None
+    """Emulator service model (MODELS.md §3); defaults to amqp (RabbitMQ), threads (ActiveMQ)."""
+    threads: int = Field(1, ge=1, le=1024)
+    """Broker-stage servers for the `threads` model."""
+    memory_limit: Size = Field(default=256e6, gt=0)
+    urls: list[str] = Field(default_factory=list)
+    """External backend only: broker URLs (amqp://user:pass@127.0.0.1:5672/ or stomp://...)."""
+
+    @model_validator(mode="after")
+    def _defaults(self) -> BrokerSpec:
+        if self.client is None:
+            self.client = "pika" if self.kind == "rabbitmq" else "stomp"
+        if self.model is None:
+            self.model = "amqp" if self.kind == "rabbitmq" else "threads"
+        return self
+
+
+class ExchangeSpec(Strict):
+    name: Name
+    type: Literal["direct", "topic", "fanout"] = "direct"
+    durable: bool = True
+
+
+class BindingSpec(Strict):
+    exchange: Name
+    key: str = ""
+    """Routing key; for topic exchanges a pattern of dot-separated words with * and #."""
+
+
+class VisibilitySpec(Strict):
+    """SQS-style visibility timeout (MODELS.md §4), emulated client-side on both brokers."""
+
+    timeout: PosDuration
+    max_deliveries: int = Field(5, ge=1, le=1000)
+    in_order: bool = False
+    dead_letter_queue: Name | None = None
+    """Where messages go after max_deliveries; default '<queue>.dlq'."""
+
+
+class QueueSpec(Strict):
+    name: Name
+    durable: bool = True
+    type: Literal["classic", "quorum"] = "classic"
+    bindings: list[BindingSpec] = Field(default_factory=list)
+    max_length: int | None = Field(None, ge=1)
+    visibility: VisibilitySpec | None = None
+
+
+class LoadBalancedSpec(Strict):
+    """Elastic load-balanced queues behind one alias (MODELS.md §7)."""
+
+    alias: Name
+    queues: int = Field(1, ge=1, le=100)
+    max_queues: int = Field(10, ge=1, le=100)
+    durable: bool = True
+
+    def member(self, i: int) -> str:
+        return f"{self.alias}.{i}"
+
+
+class TopologySpec(Strict):
+    exchanges: list[ExchangeSpec] = Field(default_factory=list)
+    queues: list[QueueSpec] = Field(default_factory=list)
+    load_balanced: list[LoadBalancedSpec] = Field(default_factory=list)
+
+
+# --- arrivals (MODELS.md §1) ----------------------------------------------------------------
+
+
+class PoissonArrival(Strict):
+    kind: Literal["poisson"]
+    rate: PosRate
+
+
+class ConstantArrival(Strict):
+    kind: Literal["constant"]
+    rate: PosRate
+
+
+class MmppArrival(Strict):
+    """Markov-modulated Poisson: state i emits at rates[i] for an exponential sojourn."""
+
+    kind: Literal["mmpp"]
+    rates: list[NonNegRate] = Field(min_length=2)
+    mean_sojourns: list[PosDuration] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> MmppArrival:
+        if len(self.rates) != len(self.mean_sojourns):
+            raise ValueError(
+                f"rates has {len(self.rates)} entries but mean_sojourns has "
+                f"{len(self.mean_sojourns)}; give one sojourn per state"
+            )
+        return self
+
+
+class RampArrival(Strict):
+    """Rate moves linearly from `from` to `to` over `over`, then stays at `to`."""
+
+    kind: Literal["ramp"]
+    from_: NonNegRate = Field(alias="from")
+    to: NonNegRate
+    over: PosDuration
+    process: Literal["poisson", "constant"] = "poisson"
+
+
+class RateStep(Strict):
+    at: NonNegDuration
+    rate: NonNegRate
+
+
+class StepsArrival(Strict):
+    """Piecewise-constant rate: each step holds from its `at` to the next step."""
+
+    kind: Literal["steps"]
+    steps: list[RateStep] = Field(min_length=1)
+    process: Literal["poisson", "constant"] = "poisson"
+
+    @field_validator("steps")
+    @classmethod
+    def _increasing(cls, steps: list[RateStep]) -> list[RateStep]:
+        for a, b in zip(steps, steps[1:], strict=False):
+            if b.at <= a.at:
+                raise ValueError(f"step times must increase: {b.at:g}s follows {a.at:g}s")
+        return steps
+
+
+class TraceArrival(Strict):
+    """Replay send times (seconds from start, one per line or a CSV column `t`)."""
+
+    kind: Literal["trace"]
+    file: str
+    loop: bool = False
+    times: list[float] = Field(default_factory=list, exclude=True)
+    """Filled by the loader from `file` (resolved relative to the scenario file)."""
+
+
+class ClosedArrival(Strict):
+    """Closed loop: think, then send and block until the send completes (confirmed)."""
+
+    kind: Literal["closed"]
+    think_time: TimeDistribution
+
+
+Arrival = Annotated[
+    PoissonArrival
+    | ConstantArrival
+    | MmppArrival
+    | RampArrival
+    | StepsArrival
+    | TraceArrival
+    | ClosedArrival,
+    Field(discriminator="kind"),
+]
+
+
+def _rate_shorthand(value: Any) -> Any:
+    """`arrival: 50/s` means Poisson at 50/s."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return {"kind": "poisson", "rate": value}
+    return value
+
+
+# --- producers and consumers ----------------------------------------------------------------
+
+
+class ProducerSpec(Strict):
+    name: Name
+    count: int = Field(1, ge=0, le=10_000)
+    queue: Name | None = None
+    exchange: Name | None = None
+    routing_key: str | list[str] | None = None
+    """A key, or a list chosen uniformly per message (topic routing)."""
+    arrival: Annotated[Arrival, BeforeValidator(_rate_shorthand)]
+    size: SizeDistribution = Field(default_factory=lambda: Deterministic(kind="fixed", value=200.0))
+    persistent: bool = False
+    confirms: bool = False
+    message_type: Name | None = None
+    """Type label for per-type latency tables; defaults to the producer's name."""
+    start: NonNegDuration = 0.0
+    stop: NonNegDuration | None = None
+    max_messages: int | None = Field(None, ge=1)
+
+    @property
+    def type_label(self) -> str:
+        return self.message_type or self.name
+
+    @property
+    def destination(self) -> str:
+        return self.queue or self.exchange or ""
+
+
+class FollowUpSpec(Strict):
+    """A message-driven chain link: on consuming a message (of type `on`), publish another."""
+
+    on: Name | None = None
+    message_type: Name
+    queue: Name | None = None
+    exchange: Name | None = None
+    routing_key: str | None = None
+    size: SizeDistribution = Field(default_factory=lambda: Deterministic(kind="fixed", value=200.0))
+    probability: float = Field(1.0, ge=0.0, le=1.0)
+    persistent: bool = False
+
+    @property
+    def destination(self) -> str:
+        return self.queue or self.exchange or ""
+
+
+class ConsumerSpec(Strict):
+    name: Name
+    queue: Name
+    count: int = Field(1, ge=0, le=10_000)
+    prefetch: int = 10
+    """Max unacknowledged deliveries per consumer; 0 means unlimited (RabbitMQ semantics)."""
+    ack: Literal["auto", "after_receive", "after_processing"] = "after_processing"
+    service_time: TimeDistribution = Field(default_factory=lambda: Deterministic(value=0.0))
+    failure_probability: float = Field(0.0, ge=0.0, lt=1.0)
+    """Probability a delivery is dropped without ack (redelivered after VT or reconnect)."""
+    follow_ups: list[FollowUpSpec] = Field(default_factory=list)
+    start: NonNegDuration = 0.0
+
+
+class AccuracyTargets(Strict):
+    """Relative-error targets for the report verdicts (MODELS.md §10, issue targets)."""
+
+    throughput: float = Field(0.05, gt=0)
+    latency_mean: float = Field(0.15, gt=0)
+    latency_p50: float = Field(0.15, gt=0)
+    latency_p95: float = Field(0.25, gt=0)
+    latency_p99: float = Field(0.35, gt=0)
+    queue_depth_pearson_r: float = Field(0.9, ge=-1, le=1)
+
+
+class RecordingSpec(Strict):
+    batch_rows: int = Field(5_000, ge=1, le=1_000_000)
+    """Rows a worker buffers before flushing to Parquet: a crash loses at most one batch."""
+    flush_interval: PosDuration = 1.0
+    poll_interval: PosDuration = 1.0
+    window: PosDuration = 1.0
+
+
+class Scenario(Strict):
+    name: Name
+    description: str = ""
+    seed: int = Field(1, ge=0, le=2**63 - 1)
+    duration: PosDuration
+    warmup: NonNegDuration = 0.0
+    drain_timeout: NonNegDuration = 30.0
+    replications: int = Field(1, ge=1, le=1000)
+    workers: int = Field(1, ge=1, le=64)
+    """Locust worker processes (a master is added when > 1)."""
+    overload: bool = False
+    """Set when the configuration is meant to be unstable (utilisation ≥ 1)."""
+    broker: BrokerSpec = Field(default_factory=BrokerSpec)
+    topology: TopologySpec = Field(default_factory=TopologySpec)
+    producers: list[ProducerSpec] = Field(min_length=1)
+    consumers: list[ConsumerSpec] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)
+    autoscaling: list[Autoscaling] = Field(default_factory=list)
+    accuracy: AccuracyTargets = Field(default_factory=AccuracyTargets)
+    recording: RecordingSpec = Field(default_factory=RecordingSpec)
+
+    # -- lookups used by the checks, the workload and the simulator --
+
+    def queue(self, name: str) -> QueueSpec | None:
+        return next((q for q in self.topology.queues if q.name == name), None)
+
+    def exchange(self, name: str) -> ExchangeSpec | None:
+        return next((x for x in self.topology.exchanges if x.name == name), None)
+
+    def queue_names(self) -> list[str]:
+        names = [q.name for q in self.topology.queues]
+        for lb in self.topology.load_balanced:
+            names.append(lb.alias)
+            names.extend(lb.member(i) for i in range(lb.max_queues))
+        return names
+
+    def consumer_group(self, name: str) -> ConsumerSpec | None:
+        return next((c for c in self.consumers if c.name == name), None)
+
+    def producer_group(self, name: str) -> ProducerSpec | None:
+        return next((p for p in self.producers if p.name == name), None)
+
+    def routed_queues(self, exchange: str, routing_key: str | None) -> list[str]:
+        """Queues a message published to `exchange` with `routing_key` reaches."""
+        from testbed.core.routing import topic_matches
+
+        x = self.exchange(exchange)
+        if x is None:
+            return []
+        out: list[str] = []
+        for q in self.topology.queues:
+            for b in q.bindings:
+                if b.exchange != exchange:
+                    continue
+                if (
+                    x.type == "fanout"
+                    or (x.type == "direct" and b.key == (routing_key or ""))
+                    or (x.type == "topic" and topic_matches(b.key, routing_key or ""))
+                ):
+                    out.append(q.name)
+                    break
+        return out
+
+    def resolved_yaml(self) -> str:
+        """The scenario with every default filled, as written to the run directory."""
+        import yaml
+
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+from testbed.core.scenario_loader import load_scenario, validate_file  # noqa: E402
+
+__all__ += ["Fault", "Autoscaling", "load_scenario", "validate_file"]

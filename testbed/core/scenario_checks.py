@@ -1,0 +1,406 @@
+"""Cross-field checks on a schema-valid scenario: references resolve, times fit the run,
+the configuration is stable unless marked as an overload experiment.
+
+Run once at load so that a 30-minute run never dies at minute 12 on a typo.
+"""
+
+from __future__ import annotations
+
+__all__ = ["check_scenario", "offered_load", "QueueLoad"]
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.core.routing import valid_topic_pattern
+from testbed.core.scenario import (
+    ClosedArrival,
+    ConstantArrival,
+    MmppArrival,
+    PoissonArrival,
+    RampArrival,
+    Scenario,
+    StepsArrival,
+    TraceArrival,
+)
+from testbed.core.scenario_faults import (
+    BrokerFault,
+    ClientFault,
+    ElasticQueues,
+    NetworkFault,
+    StochasticFault,
+)
+from testbed.core.suggest import did_you_mean
+from testbed.core.yamlmap import LineMap, format_path
+from testbed.exceptions import ScenarioIssue
+
+Path_ = tuple[str | int, ...]
+
+
+class _Collector:
+    def __init__(self, lines: LineMap, file: str):
+        self.lines = lines
+        self.file = file
+        self.issues: list[ScenarioIssue] = []
+
+    def error(self, path: Path_, msg: str) -> None:
+        self.issues.append(ScenarioIssue(self.file, self.lines.line(path), format_path(path), msg))
+
+    def warn(self, path: Path_, msg: str) -> None:
+        self.issues.append(
+            ScenarioIssue(self.file, self.lines.line(path), format_path(path), msg, "warning")
+        )
+
+
+def _unique(c: _Collector, items: list[Any], section: Path_, what: str) -> None:
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        name = item.name
+        if name in seen:
+            c.error(
+                section + (i, "name"),
+                f"duplicate {what} name {name!r} (also at index {seen[name]})",
+            )
+        seen.setdefault(name, i)
+
+
+def _check_destination(
+    c: _Collector,
+    s: Scenario,
+    path: Path_,
+    queue: str | None,
+    exchange: str | None,
+    routing_key: Any,
+) -> None:
+    queues = s.queue_names()
+    exchanges = [x.name for x in s.topology.exchanges]
+    if (queue is None) == (exchange is None):
+        c.error(path, "give exactly one of 'queue' or 'exchange' as the destination")
+        return
+    if queue is not None:
+        if queue not in queues:
+            c.error(
+                path + ("queue",),
+                f"queue {queue!r} is not declared in topology.queues{did_you_mean(queue, queues)}",
+            )
+        if routing_key is not None:
+            c.error(path + ("routing_key",), "routing_key applies only with an exchange")
+    if exchange is not None:
+        x = s.exchange(exchange)
+        if x is None:
+            c.error(
+                path + ("exchange",),
+                f"exchange {exchange!r} is not declared in "
+                f"topology.exchanges{did_you_mean(exchange, exchanges)}",
+            )
+        elif x.type == "topic":
+            keys = routing_key if isinstance(routing_key, list) else [routing_key or ""]
+            for k in keys:
+                if "*" in k or "#" in k:
+                    c.error(
+                        path + ("routing_key",),
+                        f"routing key {k!r} contains a wildcard; "
+                        "wildcards belong in bindings, not in published keys",
+                    )
+
+
+def arrival_mean_rate(arrival: Any) -> float | None:
+    """Long-run offered rate of one producer (None for closed loops: they cannot overload)."""
+    if isinstance(arrival, PoissonArrival | ConstantArrival):
+        return float(arrival.rate)
+    if isinstance(arrival, MmppArrival):
+        # cyclic switching: time share of state i is proportional to its mean sojourn
+        total = sum(arrival.mean_sojourns)
+        return sum(r * t for r, t in zip(arrival.rates, arrival.mean_sojourns, strict=True)) / total
+    if isinstance(arrival, RampArrival):
+        return float(max(arrival.from_, arrival.to))
+    if isinstance(arrival, StepsArrival):
+        return float(max(step.rate for step in arrival.steps))
+    if isinstance(arrival, TraceArrival):
+        t = arrival.times
+        return len(t) / t[-1] if len(t) > 1 and t[-1] > 0 else None
+    if isinstance(arrival, ClosedArrival):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class QueueLoad:
+    queue: str
+    arrival_rate: float  # first attempts per second
+    attempt_rate: float  # incl. retries after failed deliveries
+    consumers: int
+    mean_service: float
+    utilisation: float  # attempt_rate * mean_service / consumers (inf with no consumers)
+
+
+def offered_load(s: Scenario) -> dict[str, QueueLoad]:
+    """Per-queue offered load and utilisation ρ, following routing and follow-up chains."""
+    lam: dict[str, float] = {q: 0.0 for q in s.queue_names()}
+
+    def route(queue: str | None, exchange: str | None, key: Any, rate: float) -> None:
+        if queue is not None:
+            lam[queue] = lam.get(queue, 0.0) + rate
+            return
+        if exchange is None:
+            return
+        keys = key if isinstance(key, list) else [key]
+        for k in keys:
+            for q in s.routed_queues(exchange, k):
+                lam[q] = lam.get(q, 0.0) + rate / len(keys)
+
+    for p in s.producers:
+        r = arrival_mean_rate(p.arrival)
+        if r is not None:
+            route(p.queue, p.exchange, p.routing_key, r * p.count)
+    base = dict(lam)
+    for _ in range(20):  # follow-up chains: fixed point over the (usually acyclic) graph
+        nxt = dict(base)
+        for cg in s.consumers:
+            for f in cg.follow_ups:
+                src = lam.get(cg.queue, 0.0)
+                share = 1.0 if f.on is None else _type_share(s, cg.queue, f.on)
+                r = src * share * f.probability
+                if f.queue is not None:
+                    nxt[f.queue] = nxt.get(f.queue, 0.0) + r
+                elif f.exchange is not None:
+                    for q in s.routed_queues(f.exchange, f.routing_key):
+                        nxt[q] = nxt.get(q, 0.0) + r
+        if all(math.isclose(nxt.get(k, 0), lam.get(k, 0), rel_tol=1e-9) for k in nxt):
+            break
+        lam = nxt
+    out: dict[str, QueueLoad] = {}
+    for q, rate in lam.items():
+        groups = [cg for cg in s.consumers if cg.queue == q]
+        n = 0
+        work = 0.0
+        attempts = rate
+        for cg in groups:
+            count = cg.count
+            for a in s.autoscaling:
+                if a.target == cg.name:
+                    count = max(count, a.max_replicas)
+            n += count
+            work += count * float(cg.service_time.mean)
+            if cg.failure_probability > 0:
+                attempts = max(attempts, rate / (1 - cg.failure_probability))
+        mean_s = work / n if n else 0.0
+        if rate == 0:
+            rho = 0.0
+        elif n == 0:
+            rho = math.inf
+        else:
+            rho = attempts * mean_s / n
+        out[q] = QueueLoad(q, rate, attempts, n, mean_s, rho)
+    return out
+
+
+def _type_share(s: Scenario, queue: str, type_label: str) -> float:
+    """Rough share of a queue's traffic carrying `type_label` (1 if it is the only type)."""
+    producers = [p for p in s.producers if p.queue == queue]
+    if not producers:
+        return 1.0
+    hits = [p for p in producers if p.type_label == type_label]
+    return len(hits) / len(producers) if hits else 1.0
+
+
+def check_scenario(
+    s: Scenario, data: dict[str, Any], lines: LineMap, file: str, base_dir: Path
+) -> list[ScenarioIssue]:
+    c = _Collector(lines, file)
+    topo = s.topology
+    _unique(c, topo.queues, ("topology", "queues"), "queue")
+    _unique(c, topo.exchanges, ("topology", "exchanges"), "exchange")
+    _unique(c, s.producers, ("producers",), "producer")
+    _unique(c, s.consumers, ("consumers",), "consumer")
+    exchanges = [x.name for x in topo.exchanges]
+
+    if s.warmup >= s.duration:
+        c.error(("warmup",), f"warmup {s.warmup:g}s must be shorter than duration {s.duration:g}s")
+
+    kind = s.broker.kind
+    if kind == "rabbitmq" and s.broker.client == "stomp":
+        c.error(("broker", "client"), "client 'stomp' talks to ActiveMQ; use 'pika' or 'kombu'")
+    if kind == "activemq" and s.broker.client in ("pika", "kombu"):
+        c.error(
+            ("broker", "client"),
+            f"client {s.broker.client!r} is AMQP 0-9-1 (RabbitMQ); ActiveMQ uses 'stomp'",
+        )
+    if s.broker.backend == "external" and not s.broker.urls:
+        c.error(("broker", "urls"), "backend 'external' needs broker.urls")
+
+    for qi, q in enumerate(topo.queues):
+        qp: Path_ = ("topology", "queues", qi)
+        if q.type == "quorum":
+            if kind != "rabbitmq":
+                c.error(qp + ("type",), "quorum queues exist only on RabbitMQ")
+            if not q.durable:
+                c.error(qp + ("durable",), "a quorum queue must be durable")
+        for bi, b in enumerate(q.bindings):
+            bp = qp + ("bindings", bi)
+            x = s.exchange(b.exchange)
+            if x is None:
+                c.error(
+                    bp + ("exchange",),
+                    f"exchange {b.exchange!r} is not declared{did_you_mean(b.exchange, exchanges)}",
+                )
+            elif x.type == "topic" and (why := valid_topic_pattern(b.key)):
+                c.error(bp + ("key",), why)
+        if q.visibility and q.visibility.dead_letter_queue == q.name:
+            c.error(
+                qp + ("visibility", "dead_letter_queue"), "a queue cannot dead-letter to itself"
+            )
+
+    for pi, p in enumerate(s.producers):
+        pp: Path_ = ("producers", pi)
+        _check_destination(c, s, pp, p.queue, p.exchange, p.routing_key)
+        if p.start >= s.duration:
+            c.error(
+                pp + ("start",),
+                f"start {p.start:g}s is at or after the end of the run ({s.duration:g}s)",
+            )
+        if p.stop is not None and p.stop <= p.start:
+            c.error(pp + ("stop",), f"stop {p.stop:g}s must be after start {p.start:g}s")
+        arr = p.arrival
+        if isinstance(arr, ClosedArrival) and not p.confirms:
+            c.warn(
+                pp + ("confirms",),
+                "a closed-loop producer without confirms blocks only until "
+                "the socket write; set confirms: true to block until the broker has the message",
+            )
+        if isinstance(arr, TraceArrival):
+            _load_trace(c, arr, pp + ("arrival", "file"), base_dir)
+
+    for ci, cg in enumerate(s.consumers):
+        cp: Path_ = ("consumers", ci)
+        if cg.queue not in s.queue_names():
+            c.error(
+                cp + ("queue",),
+                f"consumer reads queue {cg.queue!r}, which nobody declares"
+                f"{did_you_mean(cg.queue, s.queue_names())}",
+            )
+        if cg.prefetch < 0:
+            c.error(cp + ("prefetch",), f"prefetch must be >= 0 (0 = unlimited), got {cg.prefetch}")
+        if cg.ack == "auto" and cg.failure_probability > 0:
+            c.warn(
+                cp + ("failure_probability",),
+                "with ack 'auto' a dropped message is lost, "
+                "not redelivered (the best-effort setting)",
+            )
+        for fi, f in enumerate(cg.follow_ups):
+            _check_destination(c, s, cp + ("follow_ups", fi), f.queue, f.exchange, f.routing_key)
+
+    consumer_names = [g.name for g in s.consumers]
+    producer_names = [p.name for p in s.producers]
+    nodes = ["broker"] + [f"broker{i}" for i in range(s.broker.nodes)]
+    for fi, fault in enumerate(s.faults):
+        fp: Path_ = ("faults", fi)
+        if fault.at >= s.duration:
+            c.error(
+                fp + ("at",),
+                f"fault at {fault.at:g}s is after the end of the run (duration {s.duration:g}s)",
+            )
+        dur = getattr(fault, "duration", 0.0) or 0.0
+        if fault.at < s.duration and fault.at + dur > s.duration + s.drain_timeout:
+            c.warn(
+                fp + ("duration",),
+                f"fault runs until {fault.at + dur:g}s, past the end of "
+                f"the run and drain ({s.duration + s.drain_timeout:g}s); it is healed at the end",
+            )
+        if isinstance(fault, BrokerFault) and fault.target not in nodes:
+            c.error(
+                fp + ("target",),
+                f"unknown broker node {fault.target!r}"
+                f"{did_you_mean(fault.target, nodes)}; nodes are {', '.join(nodes)}",
+            )
+        if isinstance(fault, ClientFault):
+            names = consumer_names if fault.kind == "consumer_crash" else producer_names
+            if fault.target not in names:
+                c.error(
+                    fp + ("target",),
+                    f"unknown {fault.kind.split('_')[0]} group "
+                    f"{fault.target!r}{did_you_mean(fault.target, names)}",
+                )
+        if isinstance(fault, StochasticFault):
+            names = ["broker", *consumer_names]
+            if fault.target not in names:
+                c.error(
+                    fp + ("target",),
+                    f"unknown target {fault.target!r}{did_you_mean(fault.target, names)}",
+                )
+            if fault.until is not None and fault.until <= fault.at:
+                c.error(fp + ("until",), f"until {fault.until:g}s must be after at {fault.at:g}s")
+        if (
+            isinstance(fault, NetworkFault)
+            and fault.kind == "latency"
+            and ((fault.jitter or 0) > (fault.latency or 0))
+        ):
+            c.warn(fp + ("jitter",), "jitter larger than latency is clipped at zero delay")
+
+    lb_aliases = [lb.alias for lb in topo.load_balanced]
+    for ai, a in enumerate(s.autoscaling):
+        ap: Path_ = ("autoscaling", ai)
+        if a.target not in consumer_names:
+            c.error(
+                ap + ("target",),
+                f"autoscaling target {a.target!r} is not a consumer group"
+                f"{did_you_mean(a.target, consumer_names)}",
+            )
+        if isinstance(a, ElasticQueues) and a.alias not in lb_aliases:
+            c.error(
+                ap + ("alias",),
+                f"alias {a.alias!r} is not in topology.load_balanced"
+                f"{did_you_mean(a.alias, lb_aliases)}",
+            )
+
+    if not any(i.severity == "error" for i in c.issues) and not s.overload:
+        for qname, load in offered_load(s).items():
+            if load.utilisation >= 1.0:
+                path = _queue_path(s, qname)
+                detail = (
+                    f"no consumer reads it at {load.arrival_rate:.4g} msg/s"
+                    if load.consumers == 0
+                    else f"λ = {load.attempt_rate:.4g}/s, {load.consumers} consumers × "
+                    f"{1 / load.mean_service if load.mean_service else math.inf:.4g}/s"
+                )
+                c.warn(
+                    path,
+                    f"queue {qname!r} is unstable: utilisation ρ = {load.utilisation:.3g} "
+                    f"≥ 1 ({detail}); set 'overload: true' if this is an overload experiment",
+                )
+    return c.issues
+
+
+def _queue_path(s: Scenario, queue: str) -> Path_:
+    for i, q in enumerate(s.topology.queues):
+        if q.name == queue:
+            return ("topology", "queues", i, "name")
+    return ("topology",)
+
+
+def _load_trace(c: _Collector, arr: TraceArrival, path: Path_, base_dir: Path) -> None:
+    f = Path(arr.file)
+    f = f if f.is_absolute() else base_dir / f
+    try:
+        text = f.read_text(encoding="utf-8")
+    except OSError as e:
+        c.error(path, f"cannot read trace file {str(f)!r}: {e.strerror or e}")
+        return
+    times: list[float] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        cell = raw.split(",")[0].strip()
+        if not cell or cell.startswith("#") or (n == 1 and cell == "t"):
+            continue
+        try:
+            t = float(cell)
+        except ValueError:
+            c.error(path, f"{f}:{n}: {cell!r} is not a time in seconds")
+            return
+        if times and t < times[-1]:
+            c.error(path, f"{f}:{n}: times must not decrease ({t:g} after {times[-1]:g})")
+            return
+        times.append(t)
+    if not times:
+        c.error(path, f"trace file {str(f)!r} has no send times")
+    arr.times[:] = times

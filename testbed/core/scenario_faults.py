@@ -1,0 +1,235 @@
+"""Scenario schema for the `faults:` timeline (MODELS.md §6) and `autoscaling:` (§7, §8).
+
+Network toxics take Toxiproxy's names and fields (latency/jitter in time units, bandwidth in
+bytes per second, ...), with a `side` (which client group's link) and a `direction`
+(upstream = client→broker, downstream = broker→client) and a `toxicity` (probability the toxic
+applies to a connection).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerFault",
+    "ClientFault",
+    "NetworkFault",
+    "StochasticFault",
+    "Fault",
+    "TargetTracking",
+    "StepScaling",
+    "ElasticQueues",
+    "Autoscaling",
+    "NETWORK_TOXICS",
+]
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from testbed.core.strict import Strict
+from testbed.core.units import Duration, Rate, Size
+
+NonNeg = Annotated[Duration, Field(ge=0)]
+Pos = Annotated[Duration, Field(gt=0)]
+
+
+class BrokerFault(Strict):
+    """Broker process faults. `duration` is how long the broker stays down/paused/alarmed."""
+
+    kind: Literal["broker_kill", "broker_pause", "broker_restart", "memory_alarm", "disk_alarm"]
+    at: NonNeg
+    duration: NonNeg = 0.0
+    target: str = "broker"
+    """Node name ('broker' = the first/only node, or 'broker0', 'broker1', ...)."""
+
+    @model_validator(mode="after")
+    def _needs_duration(self) -> BrokerFault:
+        if self.kind in ("broker_pause", "memory_alarm", "disk_alarm") and self.duration <= 0:
+            raise ValueError(f"{self.kind} needs a positive duration (got {self.duration:g}s)")
+        return self
+
+
+class ClientFault(Strict):
+    """Abrupt crash of client processes: no acks, no clean close."""
+
+    kind: Literal["consumer_crash", "producer_crash"]
+    at: NonNeg
+    target: str
+    """Consumer or producer group name."""
+    count: int = Field(1, ge=1)
+    restart_after: NonNeg | None = None
+
+
+NETWORK_TOXICS: dict[str, tuple[str, ...]] = {
+    # kind -> required fields (Toxiproxy names)
+    "latency": ("latency",),
+    "bandwidth": ("rate",),
+    "slow_close": ("delay",),
+    "timeout": ("timeout",),
+    "reset_peer": (),
+    "slicer": ("average_size",),
+    "limit_data": ("bytes",),
+    "partition": (),
+    "loss": ("probability",),
+}
+_OPTIONAL = {
+    "latency": ("jitter",),
+    "slicer": ("size_variation", "delay"),
+    "reset_peer": ("timeout",),
+    "partition": ("mode",),
+    "loss": ("retransmit_delay",),
+}
+
+
+class NetworkFault(Strict):
+    """A toxic on the fault proxy between a client group and the broker."""
+
+    kind: Literal[
+        "latency",
+        "bandwidth",
+        "slow_close",
+        "timeout",
+        "reset_peer",
+        "slicer",
+        "limit_data",
+        "partition",
+        "loss",
+    ]
+    at: NonNeg
+    duration: Pos
+    side: Literal["producers", "consumers", "all"] = "all"
+    direction: Literal["upstream", "downstream", "both"] = "both"
+    toxicity: float = Field(1.0, ge=0.0, le=1.0)
+    latency: NonNeg | None = None
+    jitter: NonNeg | None = None
+    rate: Size | None = Field(None, gt=0)
+    """bandwidth: bytes per second through the link."""
+    delay: NonNeg | None = None
+    timeout: NonNeg | None = None
+    average_size: Size | None = Field(None, gt=0)
+    size_variation: Size | None = Field(None, ge=0)
+    bytes: Size | None = Field(None, ge=0)
+    probability: float | None = Field(None, ge=0.0, le=1.0)
+    retransmit_delay: NonNeg | None = None
+    mode: Literal["refuse", "blackhole"] | None = None
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> NetworkFault:
+        required = NETWORK_TOXICS[self.kind]
+        allowed = set(required) | set(_OPTIONAL.get(self.kind, ()))
+        missing = [f for f in required if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"toxic {self.kind!r} needs {', '.join(missing)}")
+        extra = [
+            f
+            for f in (
+                "latency",
+                "jitter",
+                "rate",
+                "delay",
+                "timeout",
+                "average_size",
+                "size_variation",
+                "bytes",
+                "probability",
+                "retransmit_delay",
+                "mode",
+            )
+            if f not in allowed and getattr(self, f) is not None
+        ]
+        if extra:
+            raise ValueError(
+                f"toxic {self.kind!r} does not take {', '.join(extra)} "
+                f"(it takes {', '.join(sorted(allowed)) or 'no parameters'})"
+            )
+        return self
+
+
+class StochasticFault(Strict):
+    """Failure/repair with exponential times (accelerated, MODELS.md §6)."""
+
+    kind: Literal["stochastic"]
+    target: str
+    """'broker' or a consumer group name."""
+    mttf: Pos
+    mttr: Pos
+    at: NonNeg = 0.0
+    until: NonNeg | None = None
+    mode: Literal["kill", "pause", "crash"] = "kill"
+
+
+Fault = Annotated[
+    BrokerFault | ClientFault | NetworkFault | StochasticFault, Field(discriminator="kind")
+]
+
+
+class _Scaling(Strict):
+    target: str
+    """Consumer group that is scaled."""
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(10, ge=1, le=1000)
+    interval: Pos = 1.0
+    startup_delay: NonNeg = 0.0
+    """Delay between the decision to add a consumer and it taking messages (MODELS.md §7)."""
+    scale_up_stabilization: NonNeg = 0.0
+    scale_down_stabilization: NonNeg = 30.0
+
+    @model_validator(mode="after")
+    def _bounds(self) -> _Scaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas})"
+            )
+        return self
+
+
+class TargetTracking(_Scaling):
+    """Kubernetes HPA / KEDA: desired = ceil(current × metric / target), ±tolerance."""
+
+    policy: Literal["target_tracking"]
+    metric: Literal["queue_length", "publish_rate", "drain_time"] = "queue_length"
+    target_value: float = Field(gt=0)
+    tolerance: float = Field(0.1, ge=0.0, lt=1.0)
+
+
+class StepScaling(_Scaling):
+    """Threshold policy: add `step` when load > max_load, remove when < min_load."""
+
+    policy: Literal["step"]
+    metric: Literal["queue_length", "publish_rate", "rate_ratio"] = "queue_length"
+    min_load: float = Field(ge=0)
+    max_load: float = Field(gt=0)
+    step: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> StepScaling:
+        if self.min_load >= self.max_load:
+            raise ValueError(f"min_load ({self.min_load:g}) must be < max_load ({self.max_load:g})")
+        return self
+
+
+class ElasticQueues(_Scaling):
+    """Elastic load-balanced queues (MODELS.md §7) behind a `topology.load_balanced` alias."""
+
+    policy: Literal["elastic"]
+    alias: str
+    min_load: float = Field(ge=0)
+    max_load: float = Field(gt=0)
+    period: Pos = 1.0
+    slots_per_vm: int = Field(1, ge=1)
+    vm_capacity: Rate = Field(gt=0)
+    """Messages per second one consumer host slot can process."""
+    sla_delta: float | None = Field(None, gt=0)
+    """Expected production growth (msg/s²) for the pre-provisioned pool size NPP."""
+    preprovisioned: int | None = Field(None, ge=0)
+    """Pool size; default NPP computed from sla_delta, startup_delay and vm_capacity."""
+    scale_down_step: float = Field(0.25, gt=0, le=1)
+    """Fraction of the elected queue's forwarding ratio removed per period."""
+
+    @model_validator(mode="after")
+    def _order(self) -> ElasticQueues:
+        if self.min_load >= self.max_load:
+            raise ValueError(f"min_load ({self.min_load:g}) must be < max_load ({self.max_load:g})")
+        return self
+
+
+Autoscaling = Annotated[TargetTracking | StepScaling | ElasticQueues, Field(discriminator="policy")]

@@ -1,0 +1,217 @@
+"""Load scenario files: YAML with line numbers -> pydantic -> cross-field checks.
+
+Every problem becomes a :class:`~testbed.exceptions.ScenarioIssue` that names the file, line,
+field path and offending value, with a "did you mean" where a name was misspelt. All issues of
+a file are reported together; warnings (e.g. an unstable configuration) do not stop a load.
+"""
+
+from __future__ import annotations
+
+__all__ = ["load_scenario", "validate_file", "parse_scenario"]
+
+import re
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from testbed.core.suggest import did_you_mean
+from testbed.core.yamlmap import DuplicateKeyError, LineMap, format_path, load_with_lines
+from testbed.exceptions import ScenarioError, ScenarioIssue
+
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def _real_path(
+    data: Any, loc: Sequence[str | int], keep_missing_key: bool = False
+) -> list[str | int]:
+    """Map a pydantic error location onto the user's data, dropping union-tag segments."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if (
+            isinstance(node, dict)
+            and part in node
+            or isinstance(node, list)
+            and isinstance(part, int)
+            and 0 <= part < len(node)
+        ):
+            node = node[part]  # type: ignore[index]
+            path.append(part)
+        elif isinstance(node, dict) and isinstance(part, str) and part in ("from_",):
+            path.append("from")
+            node = node.get("from")
+        # else: a union tag ('poisson'), 'function-after[...]' etc.: not in the user's file
+    # keep a trailing missing key so the message says which field is missing
+    if keep_missing_key and loc and isinstance(loc[-1], str) and (not path or path[-1] != loc[-1]):
+        last = loc[-1]
+        if isinstance(node, dict) and not last.startswith(("function-", "union[")):
+            path.append(last)
+    return path
+
+
+def _descend(t: Any, part: str | int) -> Any:
+    """The type found at `part` below type `t` (model field, list item, union member by tag)."""
+    while get_origin(t) is Annotated:
+        t = get_args(t)[0]
+    origin = get_origin(t)
+    if origin in (Union, types.UnionType):
+        members = [m for m in get_args(t) if m is not type(None)]
+        if isinstance(part, str):
+            for m in members:
+                if _tag_matches(m, part):
+                    return m
+        for m in members:
+            found = _descend(m, part)
+            if found is not None:
+                return found
+        return None
+    if origin is list and isinstance(part, int):
+        return get_args(t)[0]
+    if isinstance(t, type) and issubclass(t, BaseModel) and isinstance(part, str):
+        for name, field in t.model_fields.items():
+            if part in (name, field.alias):
+                return field.annotation
+    return None
+
+
+def _tag_matches(model: Any, tag: str) -> bool:
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return False
+    for key in ("kind", "policy"):
+        field = model.model_fields.get(key)
+        if field is not None and tag in get_args(field.annotation):
+            return True
+    return False
+
+
+def _known_fields(loc: Sequence[str | int]) -> list[str]:
+    """Field names (aliases) of the model that rejected the unknown key at `loc`."""
+    from testbed.core.scenario import Scenario
+
+    t: Any = Scenario
+    for part in loc[:-1]:
+        t = _descend(t, part)
+        if t is None:
+            return []
+    while get_origin(t) in (Annotated, Union, types.UnionType):
+        args = [a for a in get_args(t) if a is not type(None)]
+        t = args[0]
+    if isinstance(t, type) and issubclass(t, BaseModel):
+        return [f.alias or n for n, f in t.model_fields.items()]
+    return []
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _issues_from_validation(
+    err: ValidationError, data: Any, lines: LineMap, file: str
+) -> list[ScenarioIssue]:
+    issues: list[ScenarioIssue] = []
+    seen: set[tuple[str, str]] = set()
+    for e in err.errors(include_url=False):
+        loc = list(e["loc"])
+        ctx = e.get("ctx") or {}
+        etype = e["type"]
+        value = e.get("input")
+        path = _real_path(data, loc, keep_missing_key=etype == "missing")
+        if etype == "extra_forbidden":
+            key = str(loc[-1])
+            choices = _known_fields(loc)
+            msg = f"unknown field {key!r}{did_you_mean(key, choices)}"
+            issues.append(ScenarioIssue(file, lines.line(path), format_path(path), msg))
+            continue
+        if etype == "literal_error":
+            choices = _QUOTED.findall(str(ctx.get("expected", "")))
+            msg = (
+                f"{_short(value)} is not allowed; expected {ctx.get('expected')}"
+                f"{did_you_mean(str(value), choices)}"
+            )
+        elif etype == "union_tag_invalid" and "tag" not in ctx:
+            path = _real_path(data, loc) + ["kind"]
+            msg = str(e["msg"])
+        elif etype == "union_tag_invalid":
+            key = str(ctx.get("discriminator", "kind")).strip("'")
+            path = _real_path(data, loc) + [key]
+            tag = ctx.get("tag")
+            choices = _QUOTED.findall(str(ctx.get("expected_tags", "")))
+            msg = f"unknown {key} {tag!r}{did_you_mean(str(tag), choices)}; expected one of " + (
+                ", ".join(choices)
+            )
+        elif etype == "union_tag_not_found":
+            key = str(ctx.get("discriminator", "kind")).strip("'")
+            msg = f"missing {key!r}: say which kind this is"
+        elif etype == "missing":
+            msg = "required field is missing"
+        elif etype in ("value_error", "assertion_error"):
+            msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        else:
+            msg = f"{e['msg']} (got {_short(value)})"
+        where = format_path(path)
+        if (where, msg) in seen:
+            continue
+        seen.add((where, msg))
+        issues.append(ScenarioIssue(file, lines.line(path), where, msg))
+    return issues
+
+
+def parse_scenario(
+    text: str, file: str = "<scenario>", base_dir: Path | None = None
+) -> tuple[Any, list[ScenarioIssue]]:
+    """Parse and validate scenario text. Returns (Scenario or None, issues incl. warnings)."""
+    from testbed.core.scenario import Scenario
+    from testbed.core.scenario_checks import check_scenario
+
+    try:
+        data, lines = load_with_lines(text)
+    except DuplicateKeyError as e:
+        return None, [ScenarioIssue(file, e.line, format_path(e.path), str(e))]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(e, "problem", None) or str(e)
+        return None, [ScenarioIssue(file, line, "", f"not valid YAML: {problem}")]
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        return None, [
+            ScenarioIssue(file, 1, "", f"a scenario must be a mapping of fields, got {kind}")
+        ]
+    if "name" not in data:
+        data = {"name": Path(file).stem if file != "<scenario>" else "scenario", **data}
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as err:
+        issues = _issues_from_validation(err, data, lines, file)
+        return None, sorted(issues, key=lambda i: (i.line or 0, i.path))
+    issues = check_scenario(scenario, data, lines, file, base_dir or Path("."))
+    issues.sort(key=lambda i: (i.severity != "error", i.line or 0, i.path))
+    if any(i.severity == "error" for i in issues):
+        return None, issues
+    return scenario, issues
+
+
+def validate_file(path: str | Path) -> tuple[Any, list[ScenarioIssue]]:
+    """Validate one file; never raises for content problems (they come back as issues)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, [ScenarioIssue(str(path), None, "", "no such file")]
+    except (OSError, UnicodeDecodeError) as e:
+        return None, [ScenarioIssue(str(path), None, "", f"cannot read: {e}")]
+    return parse_scenario(text, str(path), p.parent)
+
+
+def load_scenario(path: str | Path) -> Any:
+    """Load a valid scenario or raise :class:`ScenarioError` listing every error."""
+    scenario, issues = validate_file(path)
+    errors = [i for i in issues if i.severity == "error"]
+    if scenario is None or errors:
+        raise ScenarioError(errors or issues)
+    return scenario

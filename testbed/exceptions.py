@@ -1,0 +1,66 @@
+"""One exception family for mqbed. Messages name the file, field and offending value."""
+
+from __future__ import annotations
+
+__all__ = [
+    "MqbedError",
+    "ScenarioError",
+    "ScenarioIssue",
+    "BackendError",
+    "BrokerStartError",
+    "BrokerError",
+    "ConfigurationError",
+]
+
+from dataclasses import dataclass
+
+
+class MqbedError(Exception):
+    """Base of every error mqbed raises on purpose. `exit_code` is what the CLI returns."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class ScenarioIssue:
+    """One problem found in a scenario file, located as precisely as we can."""
+
+    file: str
+    line: int | None
+    path: str  # dotted field path, e.g. "consumers[0].prefetch"
+    message: str
+    severity: str = "error"  # "error" | "warning"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        field = f" {self.path}:" if self.path else ""
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{where}:{field} {prefix}{self.message}"
+
+
+class ScenarioError(MqbedError):
+    """A scenario file is invalid. Carries every error found, not just the first."""
+
+    exit_code = 2
+
+    def __init__(self, issues: list[ScenarioIssue]):
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+class ConfigurationError(MqbedError):
+    """Bad configuration outside a scenario file (CLI options, profiles, state files)."""
+
+    exit_code = 2
+
+
+class BackendError(MqbedError):
+    """A backend could not provision, find or stop brokers."""
+
+
+class BrokerStartError(BackendError):
+    """A broker did not become healthy within its bounded wait."""
+
+
+class BrokerError(MqbedError):
+    """A broker operation failed in a way the adapter could not hide."""

@@ -53,7 +53,7 @@ from testbed.core.units import Duration, Rate, Size, parse_duration, parse_rate,
 
 # --- quantities inside distributions --------------------------------------------------------
 
-_TIME_KEYS = {"mean", "sd", "value", "low", "high", "scale"}
+_TIME_KEYS = {"mean", "sd", "value", "low", "high", "mean1", "mean2"}
 _RATE_KEYS = {"rate", "rates"}
 
 

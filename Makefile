@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SYSTEM_PACKAGES := rabbitmq-server activemq openjdk-17-jre-headless prometheus docker.io \
-                   docker-compose mmdebstrap chromium
+                   docker-compose mmdebstrap chromium libxstream-java libjettison-java
 SCENARIO ?= workloads/scenarios/quickstart.yaml
 
 .PHONY: setup system venv run test lint unit clean

@@ -158,10 +158,17 @@ def run(
         "runs"
     ),
     replications: Annotated[Optional[int], typer.Option(min=1)] = None,  # noqa: UP045
-    no_predict: Annotated[bool, typer.Option("--no-predict")] = False,
+    no_predict: Annotated[
+        bool, typer.Option("--no-predict", help="Skip the paired prediction.")
+    ] = False,
+    workers: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, max=64, help="Locust worker processes (master + N workers)."),
+    ] = None,
+    ui: Annotated[bool, typer.Option("--ui", help="Open Locust's web UI (127.0.0.1).")] = False,
     home: HomeOpt = None,
 ) -> None:
-    """Run a scenario live (provision -> warm up -> load -> drain -> collect)."""
+    """Run a scenario live (provision -> warm up -> load -> drain -> collect -> predict)."""
     from testbed.run import run_scenario
 
     result = run_scenario(
@@ -171,6 +178,8 @@ def run(
         backend=backend,
         replications=replications,
         predict=not no_predict,
+        workers=workers,
+        ui=ui,
         console=err,
     )
     out.print(str(result), markup=False)

@@ -22,8 +22,17 @@ from testbed.observe.ledger import compute_ledger
 def _messages(rows: list[tuple[str, float | None]]) -> pa.Table:
     return pa.Table.from_pylist(
         [
-            {"msg_id": m, "flow": "f", "queue": "q", "producer": "p", "size_bytes": 10,
-             "t_intended": 0.0, "t_publish": 0.0, "t_confirm": c, "replication": 0}
+            {
+                "msg_id": m,
+                "flow": "f",
+                "queue": "q",
+                "producer": "p",
+                "size_bytes": 10,
+                "t_intended": 0.0,
+                "t_publish": 0.0,
+                "t_confirm": c,
+                "replication": 0,
+            }
             for m, c in rows
         ],
         schema=MESSAGES,
@@ -33,8 +42,18 @@ def _messages(rows: list[tuple[str, float | None]]) -> pa.Table:
 def _deliveries(rows: list[tuple[str, int, str, bool]]) -> pa.Table:
     return pa.Table.from_pylist(
         [
-            {"msg_id": m, "queue": "q", "consumer": "c", "attempt": a, "t_deliver": 1.0,
-             "t_done": 1.1, "outcome": o, "redelivered": r, "latency_s": 1.0, "replication": 0}
+            {
+                "msg_id": m,
+                "queue": "q",
+                "consumer": "c",
+                "attempt": a,
+                "t_deliver": 1.0,
+                "t_done": 1.1,
+                "outcome": o,
+                "redelivered": r,
+                "latency_s": 1.0,
+                "replication": 0,
+            }
             for m, a, o, r in rows
         ],
         schema=DELIVERIES,
@@ -42,9 +61,7 @@ def _deliveries(rows: list[tuple[str, int, str, bool]]) -> pa.Table:
 
 
 def test_ledger_counts_each_category() -> None:
-    messages = _messages(
-        [("a", 0.1), ("b", 0.1), ("c", 0.1), ("d", None), ("e", 0.1), ("f", 0.1)]
-    )
+    messages = _messages([("a", 0.1), ("b", 0.1), ("c", 0.1), ("d", None), ("e", 0.1), ("f", 0.1)])
     deliveries = _deliveries(
         [
             ("a", 1, "acked", False),  # plain delivery
@@ -97,7 +114,13 @@ def test_writer_flushes_in_batches_and_survives_a_crash(tmp_path: Path) -> None:
     w.close()
     merged = merge_parts(tmp_path, "events", sort_by="t")
     table = pq.read_table(merged)
-    assert table.num_rows == 7 and table.schema.names == ["t", "kind", "target", "detail", "replication"]
+    assert table.num_rows == 7 and table.schema.names == [
+        "t",
+        "kind",
+        "target",
+        "detail",
+        "replication",
+    ]
     assert not (tmp_path / "events.parts").exists()
 
 

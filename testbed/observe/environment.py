@@ -1,0 +1,57 @@
+"""`environment.json`: what ran where — versions, host, backend, clock notes."""
+
+from __future__ import annotations
+
+__all__ = ["environment"]
+
+import os
+import platform
+import socket
+import sys
+from importlib import metadata
+from typing import Any
+
+import testbed
+
+_PACKAGES = (
+    "pika",
+    "kombu",
+    "stomp.py",
+    "locust",
+    "gevent",
+    "simpy",
+    "pyspark",
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "pydantic",
+    "prometheus-client",
+    "docker",
+    "testcontainers",
+)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment(**extra: Any) -> dict[str, Any]:
+    mem = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            mem = int(f.readline().split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "mqbed": testbed.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "host": {"name": socket.gethostname(), "cpus": os.cpu_count(), "memory_bytes": mem},
+        "packages": {p: _version(p) for p in _PACKAGES},
+        "clock": "one host: producers, consumers and broker share the clock; one-way latency "
+        "is trusted",
+        **extra,
+    }

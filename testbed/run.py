@@ -1,0 +1,320 @@
+"""The run pipeline: provision -> warm up -> load -> drain -> collect -> predict -> report.
+
+Interruptions (Ctrl-C, a crash, SIGTERM) still leave a readable run directory: records are
+flushed in batches while running, and the `finally` path stops Locust by process group, merges
+whatever parts exist, writes the ledger and `environment.json` (``"interrupted": true``), and
+stops the brokers this run started.
+"""
+
+from __future__ import annotations
+
+__all__ = ["run_scenario", "RunResult"]
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from testbed.backends.base import BrokerEndpoint
+from testbed.brokers import make_adapter
+from testbed.core.records import Ledger, merge_parts, read_table
+from testbed.core.scenario import Scenario
+from testbed.core.scenario_loader import load_scenario, validate_file
+from testbed.exceptions import ConfigurationError, MqbedError
+from testbed.observe.environment import environment
+from testbed.observe.ledger import compute_ledger
+from testbed.observe.stats import make_stats_poller
+from testbed.observe.timeseries import TimeseriesSampler
+from testbed.workload.config import RunClock, WorkerConfig
+from testbed.workload.launcher import LocustLauncher
+from testbed.workload.recorder import Recorder
+from testbed.workload.topology import all_queue_names, declarations, purge
+
+STARTUP_MARGIN = 5.0
+"""Seconds between launching Locust and t=0, for processes to import (~2 s) and connect."""
+SORT_KEYS = {"messages": "t_publish", "deliveries": "t_deliver", "timeseries": "t", "events": "t"}
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    ledgers: list[Ledger] = field(default_factory=list)
+    interrupted: bool = False
+
+    def __str__(self) -> str:
+        lines = [f"run directory: {self.run_dir}"]
+        for i, led in enumerate(self.ledgers):
+            lines.append(f"ledger r{i}: " + ", ".join(f"{k}={v}" for k, v in led.to_json().items()))
+        return "\n".join(lines)
+
+
+@contextmanager
+def provisioned(scenario: Scenario, home: Path, run_id: str) -> Iterator[BrokerEndpoint]:
+    """The broker for the run: a healthy one from `mqbed up` in `home`, else one of our own."""
+    kind = scenario.broker.kind
+    if scenario.broker.backend != "local":
+        raise ConfigurationError(
+            f"broker.backend {scenario.broker.backend!r} is not available yet; use 'local'"
+        )
+    from testbed.backends.local import LocalBackend
+
+    shared = LocalBackend(home)
+    for ep in shared.endpoints():
+        if ep.kind == kind and shared.is_healthy(ep.name):
+            yield ep
+            return
+    own = LocalBackend(home / "runs" / run_id)
+    memory_mb = max(64, int(scenario.broker.memory_limit / 1e6))
+    try:
+        endpoints = own.up([kind], timeout=90.0, detach=False, memory_limit_mb=memory_mb)
+        yield endpoints[0]
+    finally:
+        own.down(timeout=30.0)
+        shutil.rmtree(own.home, ignore_errors=True)
+
+
+def _prepare(endpoint: BrokerEndpoint, scenario: Scenario) -> dict[str, int]:
+    """Declare the topology and empty its queues; returns what was purged per queue."""
+    adapter = make_adapter(endpoint, scenario.broker.client)
+    adapter.connect()
+    try:
+        adapter.declare(declarations(scenario))
+        return purge(adapter, all_queue_names(scenario))
+    finally:
+        adapter.close()
+
+
+def _progress(phase: str, t: float, scenario: Scenario, sampler: TimeseriesSampler) -> str:
+    s = sampler.latest
+    end = scenario.duration
+    remaining = (
+        max(0.0, end - t) if phase != "drain" else max(0.0, end + scenario.drain_timeout - t)
+    )
+    return (
+        f"[bold]{phase:7}[/] t={t:6.1f}s remaining {remaining:5.1f}s | "
+        f"in {s.publish_rate:8.1f}/s out {s.deliver_rate:8.1f}/s | depth {s.depth:6d} | "
+        f"consumers {s.consumers}"
+    )
+
+
+def _replication(
+    scenario: Scenario,
+    endpoint: BrokerEndpoint,
+    run_dir: Path,
+    rep: int,
+    *,
+    workers: int,
+    ui: bool,
+    console: Console,
+) -> None:
+    measured = run_dir / "measured"
+    users = sum(p.count for p in scenario.producers) + sum(c.count for c in scenario.consumers)
+    t0_ns = time.time_ns() + int((STARTUP_MARGIN + 0.02 * users) * 1e9)
+    clock = RunClock(t0_ns)
+    seed = scenario.seed + 7919 * rep
+    config = WorkerConfig(
+        scenario_file=str(run_dir / "scenario.yaml"),
+        measured_dir=str(measured),
+        endpoint=endpoint.to_json(),
+        t0_ns=t0_ns,
+        replication=rep,
+        seed=seed,
+        stop_producers_at=scenario.duration,
+    )
+    config_path = run_dir / f"worker-config.r{rep}.json"
+    config.write(config_path)
+    control = Recorder(measured, f"control-r{rep}", rep, batch_rows=1)
+    queues = all_queue_names(scenario)
+    sampler = TimeseriesSampler(
+        make_stats_poller(endpoint, queues=queues),
+        clock,
+        measured,
+        queues,
+        rep,
+        scenario.recording.poll_interval,
+    )
+    run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
+    locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui)
+    sampler.start()
+    locust.start(f"r{rep}")
+    if locust.web_url:
+        console.print(f"Locust web UI: {locust.web_url}", markup=False)
+    try:
+        if scenario.warmup > 0:
+            control.event(0.0, "phase", "run", {"phase": "warmup", "until": scenario.warmup})
+        control.event(scenario.warmup, "phase", "run", {"phase": "load"})
+        control.event(scenario.duration, "phase", "run", {"phase": "drain"})
+        empty_polls = 0
+        last_poll = 0
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            while True:
+                time.sleep(0.1)
+                t = clock.now()
+                locust.check_started()
+                if t < scenario.warmup:
+                    phase = "warmup" if t >= 0 else "start"
+                elif t < scenario.duration:
+                    phase = "load"
+                else:
+                    phase = "drain"
+                live.update(_progress(phase, t, scenario, sampler))
+                latest = sampler.latest
+                if phase != "drain" or latest.polls == last_poll:
+                    continue
+                last_poll = latest.polls
+                if latest.t > scenario.duration + 0.5 and latest.broker_up and latest.depth == 0:
+                    empty_polls += 1
+                    if empty_polls >= 2:
+                        break
+                else:
+                    empty_polls = 0
+                if t >= scenario.duration + scenario.drain_timeout or not locust.alive():
+                    control.event(t, "drain_timeout", "run", {"depth": latest.per_queue})
+                    break
+        control.event(clock.now(), "phase", "run", {"phase": "end"})
+    finally:
+        locust.stop()
+        sampler.stop()
+        control.close()
+
+
+def _collect(run_dir: Path, replications: int) -> list[Ledger]:
+    measured = run_dir / "measured"
+    for table, key in SORT_KEYS.items():
+        merge_parts(measured, table, sort_by=key)
+    messages = read_table(measured, "messages")
+    deliveries = read_table(measured, "deliveries")
+    ledgers = []
+    import pyarrow.compute as pc
+
+    for rep in range(replications):
+        m = messages.filter(pc.equal(messages.column("replication"), rep))
+        d = deliveries.filter(pc.equal(deliveries.column("replication"), rep))
+        ledger = compute_ledger(m, d)
+        ledger.write(measured / (f"ledger.r{rep}.json" if replications > 1 else "ledger.json"))
+        ledgers.append(ledger)
+    if replications > 1:
+        total = Ledger(**{k: sum(getattr(x, k) for x in ledgers) for k in Ledger().to_json()})
+        total.write(measured / "ledger.json")
+    return ledgers
+
+
+def run_scenario(
+    path: Path,
+    *,
+    home: Path,
+    out_dir: Path,
+    backend: str | None = None,
+    replications: int | None = None,
+    predict: bool = True,
+    workers: int | None = None,
+    ui: bool = False,
+    console: Console | None = None,
+) -> RunResult:
+    console = console or Console(stderr=True)
+    scenario = load_scenario(path)
+    for issue in validate_file(path)[1]:
+        console.print(str(issue), markup=False)
+    if backend is not None:
+        scenario.broker.backend = backend  # type: ignore[assignment]
+    reps = replications or scenario.replications
+    started = datetime.now(UTC)
+    run_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{scenario.name}"
+    run_dir = Path(out_dir) / run_id
+    (run_dir / "measured").mkdir(parents=True, exist_ok=False)
+    (run_dir / "scenario.yaml").write_text(scenario.resolved_yaml(), encoding="utf-8")
+    env: dict[str, Any] = environment(
+        scenario_file=str(path),
+        backend=scenario.broker.backend,
+        run_id=run_id,
+        started=started.isoformat(),
+        replications=reps,
+        interrupted=False,
+    )
+    result = RunResult(run_dir)
+    endpoint_info: dict[str, Any] = {}
+    try:
+        with provisioned(scenario, home, run_id) as endpoint:
+            endpoint_info = {
+                "kind": endpoint.kind,
+                "name": endpoint.name,
+                "version": endpoint.version,
+            }
+            console.print(
+                f"broker {endpoint.name} ({endpoint.kind} {endpoint.version}) ready", markup=False
+            )
+            for rep in range(reps):
+                if reps > 1:
+                    console.print(f"replication {rep + 1}/{reps}", markup=False)
+                purged = _prepare(endpoint, scenario)
+                if purged:
+                    console.print(f"purged leftover messages: {purged}", markup=False)
+                    env.setdefault("purged", {})[f"r{rep}"] = purged
+                _replication(
+                    scenario,
+                    endpoint,
+                    run_dir,
+                    rep,
+                    workers=workers or scenario.workers,
+                    ui=ui,
+                    console=console,
+                )
+    except KeyboardInterrupt:
+        result.interrupted = True
+        env["interrupted"] = True
+        raise
+    except MqbedError:
+        env["interrupted"] = True
+        raise
+    finally:
+        result.ledgers = _collect(run_dir, reps)
+        errors = _user_errors(run_dir)
+        env["user_errors"] = errors
+        env["broker"] = endpoint_info
+        env["ended"] = datetime.now(UTC).isoformat()
+        (run_dir / "environment.json").write_text(
+            json.dumps(env, indent=2) + "\n", encoding="utf-8"
+        )
+    if errors:
+        shown = "; ".join(f"{e['target']}: {e['detail']}" for e in errors[:3])
+        raise MqbedError(
+            f"{len(errors)} Locust user(s) failed, so the run is not valid ({shown}); "
+            f"records are in {run_dir}"
+        )
+    if predict:
+        _predict(scenario, run_dir, reps, console, env)
+    return result
+
+
+def _user_errors(run_dir: Path) -> list[dict[str, Any]]:
+    """`user_error` events: a producer or consumer that could not start or died."""
+    import pyarrow.compute as pc
+
+    events = read_table(run_dir / "measured", "events")
+    bad = events.filter(pc.equal(events.column("kind"), "user_error"))
+    return [
+        {"t": r["t"], "target": r["target"], "detail": json.loads(r["detail"])}
+        for r in bad.to_pylist()
+    ]
+
+
+def _predict(
+    scenario: Scenario, run_dir: Path, reps: int, console: Console, env: dict[str, Any]
+) -> None:
+    try:
+        from emulator.predict import predict
+    except ImportError:
+        console.print("prediction skipped: the emulator is not installed", markup=False)
+        return
+    console.print("predicting the same run (simulation) ...", markup=False)
+    pred = predict(scenario, run_dir, replications=max(reps, 3))
+    env["prediction"] = {"profile": str(getattr(pred, "profile_path", "")) or None}
+    (run_dir / "environment.json").write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")

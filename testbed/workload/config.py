@@ -1,0 +1,72 @@
+"""What a workload process (a Locust master/worker) needs to know, passed as one JSON file.
+
+`mqbed run` writes it into the run directory and points ``MQBED_RUN_CONFIG`` at it; the
+locustfile reads it. Times are on one clock: `t0_ns` is the workload start (t=0) in
+``time.time_ns()`` units, shared by every process on the host.
+"""
+
+from __future__ import annotations
+
+__all__ = ["WorkerConfig", "RunClock", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT"]
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_VAR = "MQBED_RUN_CONFIG"
+HDR_TYPE = "x-mqbed-type"
+"""Header: message type label (per-type latency tables for message-driven chains)."""
+HDR_ATTEMPT = "x-mqbed-attempt"
+"""Header: delivery attempt number carried by re-enqueued copies (visibility timeout)."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    scenario_file: str
+    """The resolved scenario.yaml in the run directory."""
+    measured_dir: str
+    endpoint: dict[str, Any]
+    """A `BrokerEndpoint.to_json()` the clients connect to (possibly via the fault proxy)."""
+    t0_ns: int
+    replication: int = 0
+    seed: int = 1
+    run_id: str = ""
+    """Makes message ids unique across runs: leftovers of another run count as unexpected."""
+    stop_producers_at: float = 0.0
+    """Seconds after t0 when producers stop (the scenario's duration)."""
+    consumer_endpoint: dict[str, Any] | None = None
+    """Where consumers connect when it differs from producers (separate fault-proxy links)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path | str) -> WorkerConfig:
+        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+
+    @classmethod
+    def from_env(cls) -> WorkerConfig:
+        path = os.environ.get(ENV_VAR)
+        if not path:
+            raise RuntimeError(
+                f"{ENV_VAR} is not set: this locustfile is started by 'mqbed run', which writes "
+                "the run configuration and points the variable at it"
+            )
+        return cls.read(path)
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """Seconds since the workload start, from the shared `t0_ns`."""
+
+    t0_ns: int
+
+    def now(self) -> float:
+        return (time.time_ns() - self.t0_ns) / 1e9
+
+    def of_ns(self, t_ns: int) -> float:
+        return (t_ns - self.t0_ns) / 1e9

@@ -1,0 +1,272 @@
+"""A consumer instance: takes deliveries, serves them, acks per the scenario, records each attempt.
+
+One consumer serves one message at a time (it is one server in queueing terms); `prefetch`
+only bounds how many the broker may push ahead. Ack modes:
+
+- ``auto``: the broker considers a message delivered when it sends it.
+- ``after_receive``: ack on arrival, then serve (at-most-once for the application).
+- ``after_processing``: serve, then ack (at-least-once).
+
+A delivery *fails* with `failure_probability` (the consumer drops it without ack). Under
+``after_processing`` the message then stays leased until its visibility timeout (when the queue
+has one; see :mod:`testbed.control.visibility`) or is handed back at once (RabbitMQ
+`nack(requeue)`, ActiveMQ re-enqueue: STOMP NACK would dead-letter it). Under the other modes
+the message was already acknowledged: a failure loses it (outcome ``dropped``).
+
+Follow-up publishes (message-driven chains) go out after a successful service.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConsumerLoop"]
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from testbed.brokers.base import (
+    HDR_T_PUBLISH_NS,
+    AckMode,
+    BrokerAdapter,
+    Delivery,
+    Destination,
+    Producer,
+)
+from testbed.control.visibility import VisibilityController
+from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
+from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.workload.producer import body_of
+from testbed.workload.recorder import Recorder
+
+
+def dead_letter_queue_of(scenario: Scenario, queue: str) -> str | None:
+    q = scenario.queue(queue)
+    if q is None or q.visibility is None:
+        return None
+    return q.visibility.dead_letter_queue or f"{queue}.dlq"
+
+
+class ConsumerLoop:
+    """One consumer instance of a consumer group."""
+
+    poll = 0.05
+    """Longest wait for deliveries before checking leases and the stop flag again."""
+
+    def __init__(
+        self,
+        spec: ConsumerSpec,
+        scenario: Scenario,
+        adapter: BrokerAdapter,
+        recorder: Recorder,
+        clock: RunClock,
+        rng: np.random.Generator,
+        instance: str,
+        should_stop: Callable[[], bool],
+    ):
+        self.spec = spec
+        self.adapter = adapter
+        self.recorder = recorder
+        self.clock = clock
+        self.rng = rng
+        self.name = instance
+        self.should_stop = should_stop
+        self.received = 0
+        self._service = spec.service_time.sampler(rng)
+        self._uniform = rng.random
+        self._producers: dict[str, Producer] = {}
+        self._follow_seq = 0
+        queue = scenario.queue(spec.queue)
+        self._durable = bool(queue and queue.durable)
+        self.visibility: VisibilityController | None = None
+        if queue is not None and queue.visibility is not None and spec.ack != "auto":
+            vis = queue.visibility
+            self.visibility = VisibilityController(
+                vis.timeout,
+                vis.max_deliveries,
+                dead_letter_queue_of(scenario, spec.queue) or f"{spec.queue}.dlq",
+                clock,
+                recorder,
+                instance,
+                self._republish,
+            )
+        self._requeue_capable = adapter.capabilities.nack_requeue
+
+    # -- publishing helpers -------------------------------------------------------------------
+
+    def _producer(self, dest: Destination) -> Producer:
+        key = f"{dest.kind}:{dest.name}"
+        p = self._producers.get(key)
+        if p is None:
+            p = self.adapter.producer(dest, persistent=self._durable, confirms=False)
+            self._producers[key] = p
+        return p
+
+    def _republish(self, d: Delivery, attempt: int, queue: str) -> None:
+        """Re-enqueue a copy (same id, publish time and type; new attempt) to `queue`."""
+        headers = {k: v for k, v in d.headers.items() if k.startswith("x-mqbed-")}
+        headers[HDR_ATTEMPT] = attempt
+        if d.t_publish_ns is not None:
+            headers[HDR_T_PUBLISH_NS] = d.t_publish_ns
+        self._producer(Destination.queue(queue)).publish(d.body, msg_id=d.msg_id, headers=headers)
+
+    def _follow_ups(self, d: Delivery, msg_type: str) -> None:
+        for f in self.spec.follow_ups:
+            if (f.on is not None and f.on != msg_type) or (
+                f.probability < 1.0 and self._uniform() >= f.probability
+            ):
+                continue
+            self._publish_follow_up(f)
+
+    def _publish_follow_up(self, f: FollowUpSpec) -> None:
+        if f.queue is not None:
+            dest = Destination.queue(f.queue)
+        else:
+            dest = Destination.exchange(f.exchange or "", f.routing_key or "")
+        size = max(0, int(f.size.sample(self.rng)))
+        msg_id = f"{self.recorder.id_prefix}{self.name}.f{self._follow_seq}"
+        self._follow_seq += 1
+        t_intended = self.clock.now()
+        t_ns = self._producer(dest).publish(
+            body_of(size),
+            msg_id=msg_id,
+            headers={HDR_TYPE: f.message_type, HDR_ATTEMPT: 1},
+            routing_key=f.routing_key,
+        )
+        t_pub = self.clock.of_ns(t_ns)
+        self.recorder.message(
+            msg_id, f.message_type, f.destination, self.name, size, t_intended, t_pub, t_pub, True
+        )
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        ack_mode: AckMode = "auto" if self.spec.ack == "auto" else "manual"
+        consumer = self.adapter.consumer(
+            self.spec.queue, prefetch=self.spec.prefetch, ack_mode=ack_mode
+        )
+        try:
+            while not self.should_stop():
+                timeout = self.poll
+                if self.visibility is not None:
+                    nxt = self.visibility.next_expiry()
+                    if nxt is not None:
+                        timeout = max(0.0, min(timeout, nxt - self.clock.now()))
+                    self.visibility.tick()
+                for d in consumer.drain(timeout):
+                    self._handle(d)
+                    if self.should_stop():
+                        break
+        finally:
+            try:
+                consumer.close()  # unacked deliveries go back to the broker
+            except self.adapter.connection_errors:  # type: ignore[misc]
+                pass
+            for p in self._producers.values():
+                try:
+                    p.close()
+                except self.adapter.connection_errors:  # type: ignore[misc]
+                    pass
+
+    def _serve(self, seconds: float) -> None:
+        """Sleep for the service time, still acting on leases that expire meanwhile."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self.visibility is not None:
+                nxt = self.visibility.next_expiry()
+                if nxt is not None:
+                    left = min(left, max(0.0, nxt - self.clock.now()))
+            time.sleep(left)
+            if self.visibility is not None:
+                self.visibility.tick()
+
+    def _handle(self, d: Delivery) -> None:
+        self.received += 1
+        t_deliver = self.clock.of_ns(d.t_receive_ns)
+        latency = (d.t_receive_ns - d.t_publish_ns) / 1e9 if d.t_publish_ns else None
+        try:
+            attempt = int(d.headers.get(HDR_ATTEMPT, 1))
+        except (TypeError, ValueError):
+            attempt = 1
+        redelivered = bool(d.redelivered) or attempt > 1
+        msg_type = str(d.headers.get(HDR_TYPE, ""))
+        size = len(d.body)
+        ack = self.spec.ack
+        vis = self.visibility
+        if vis is not None:
+            vis.lease(d, attempt, t_deliver, (t_deliver, latency, size))
+        if ack == "after_receive":
+            if vis is not None:
+                vis.settle(d)
+            d.ack()
+        fails = (
+            self.spec.failure_probability > 0 and self._uniform() < self.spec.failure_probability
+        )
+        if fails:
+            self._fail(d, attempt, t_deliver, latency, redelivered, size)
+            return
+        self._serve(self._service())
+        if ack == "after_processing":
+            if vis is not None and not vis.settle(d):
+                return  # the lease ran out during service: the attempt was recorded as timed_out
+            d.ack()
+        self.recorder.delivery(
+            d.msg_id,
+            d.queue,
+            self.name,
+            attempt,
+            t_deliver,
+            self.clock.now(),
+            "acked",
+            redelivered,
+            latency,
+            size,
+        )
+        self._follow_ups(d, msg_type)
+
+    def _fail(
+        self,
+        d: Delivery,
+        attempt: int,
+        t_deliver: float,
+        latency: float | None,
+        redelivered: bool,
+        size: int,
+    ) -> None:
+        now = self.clock.now()
+        if self.spec.ack != "after_processing":
+            self.recorder.delivery(
+                d.msg_id,
+                d.queue,
+                self.name,
+                attempt,
+                t_deliver,
+                now,
+                "dropped",
+                redelivered,
+                latency,
+                size,
+            )
+            return
+        if self.visibility is not None:
+            return  # stays leased (unacked); the controller re-enqueues it when VT expires
+        if self._requeue_capable:
+            d.nack(requeue=True)
+        else:
+            self._republish(d, attempt + 1, d.queue)
+            d.ack()
+        self.recorder.delivery(
+            d.msg_id,
+            d.queue,
+            self.name,
+            attempt,
+            t_deliver,
+            now,
+            "nacked",
+            redelivered,
+            latency,
+            size,
+        )

@@ -1,0 +1,161 @@
+"""Start and stop Locust for one replication: headless (default), with its web UI, or as a
+master with N worker processes. Every process gets its own process group, so stopping is
+exact (no name matching) and bounded in time.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LocustLauncher"]
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from testbed.exceptions import MqbedError
+from testbed.workload.config import ENV_VAR
+
+LOCUSTFILE = Path(__file__).resolve().parents[2] / "workloads" / "locustfile.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocustLauncher:
+    """Locust processes of one replication."""
+
+    def __init__(
+        self,
+        config_path: Path,
+        out_dir: Path,
+        users: int,
+        run_time: float,
+        workers: int = 1,
+        ui: bool = False,
+        locustfile: Path = LOCUSTFILE,
+    ):
+        self.config_path = config_path
+        self.out_dir = out_dir
+        self.users = users
+        self.run_time = run_time
+        self.workers = workers
+        self.ui = ui
+        self.locustfile = locustfile
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.web_url: str | None = None
+        self._logs: list[object] = []
+
+    def _env(self, worker_index: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env[ENV_VAR] = str(self.config_path)
+        env["MQBED_WORKER_INDEX"] = str(worker_index)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _spawn(self, args: list[str], worker_index: int, log_name: str) -> None:
+        log = open(self.out_dir / log_name, "ab")  # noqa: SIM115 - closed in stop()
+        self._logs.append(log)
+        cmd = [sys.executable, "-m", "locust", "-f", str(self.locustfile), *args]
+        proc = subprocess.Popen(
+            cmd,
+            env=self._env(worker_index),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+
+    def start(self, prefix: str) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        common = [
+            "-u",
+            str(self.users),
+            "-r",
+            str(max(1, self.users)),
+            "--run-time",
+            f"{max(1, int(self.run_time + 0.999))}s",
+            "--stop-timeout",
+            "15",
+            "--csv",
+            str(self.out_dir / prefix),
+            "--html",
+            str(self.out_dir / f"{prefix}.html"),
+            "--loglevel",
+            "WARNING",
+        ]
+        if self.ui:
+            port = _free_port()
+            self.web_url = f"http://127.0.0.1:{port}"
+            ui = ["--autostart", "--web-host", "127.0.0.1", "--web-port", str(port)]
+        else:
+            ui = ["--headless"]
+        if self.workers <= 1:
+            self._spawn([*common, *ui], 0, f"{prefix}.log")
+            return
+        port = _free_port()
+        self._spawn(
+            [
+                *common,
+                *ui,
+                "--master",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                str(self.workers),
+            ],
+            0,
+            f"{prefix}-master.log",
+        )
+        for i in range(self.workers):
+            self._spawn(
+                ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                i + 1,
+                f"{prefix}-worker{i + 1}.log",
+            )
+
+    def alive(self) -> bool:
+        return bool(self.procs) and self.procs[0].poll() is None
+
+    def check_started(self) -> None:
+        """Raise with the log's tail if the (master) process died at start."""
+        if self.procs and self.procs[0].poll() not in (None, 0):
+            logs = sorted(self.out_dir.glob("*.log"))
+            tail = logs[0].read_text(errors="replace")[-2000:] if logs else ""
+            raise MqbedError(f"Locust exited with code {self.procs[0].returncode}:\n{tail}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (Locust stops users, writes its reports), then SIGKILL the groups."""
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                p.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # also any child left in the group
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for log in self._logs:
+            log.close()  # type: ignore[attr-defined]
+        self._logs.clear()

@@ -1,0 +1,242 @@
+"""A producer instance: paces publishes from the scenario's arrival process and records them.
+
+Open loop (poisson, constant, mmpp, ramp, steps, trace): the intended send times come from
+:func:`testbed.core.arrivals.schedule`; the loop sleeps until each one, publishes, and records
+``t_intended`` next to ``t_publish``. A late send is recorded late — lateness is reported, never
+absorbed (no coordinated omission): the schedule does not shift when the producer falls behind.
+
+Closed loop: think (sampled), then publish and block until the broker confirms, then think again.
+
+Works in a plain thread and inside a Locust (gevent) greenlet: every wait is `time.sleep` or an
+adapter call, both of which yield under gevent's monkey-patching.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ProducerLoop", "body_of"]
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from testbed.brokers.base import (
+    HDR_T_PUBLISH_NS,
+    BrokerAdapter,
+    Confirm,
+    ConfirmTimeout,
+    Destination,
+    Producer,
+)
+from testbed.core.arrivals import schedule
+from testbed.core.scenario import ClosedArrival, ProducerSpec
+from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.workload.recorder import Recorder
+
+_PAD = b"m" * (1 << 20)
+
+
+def body_of(size: int) -> bytes:
+    """A message body of exactly `size` bytes (sizes above 1 MiB are built on demand)."""
+    return _PAD[:size] if size <= len(_PAD) else b"m" * size
+
+
+class ProducerLoop:
+    """One producer instance of a producer group."""
+
+    confirm_wait = 10.0
+    """Seconds to wait at the end for outstanding confirms (then they count as unconfirmed)."""
+
+    def __init__(
+        self,
+        spec: ProducerSpec,
+        adapter: BrokerAdapter,
+        recorder: Recorder,
+        clock: RunClock,
+        rng: np.random.Generator,
+        instance: str,
+        stop_at: float,
+        should_stop: Callable[[], bool] = lambda: False,
+    ):
+        self.spec = spec
+        self.adapter = adapter
+        self.recorder = recorder
+        self.clock = clock
+        self.rng = rng
+        self.name = instance
+        self.stop_at = min(stop_at, spec.stop) if spec.stop is not None else stop_at
+        self.should_stop = should_stop
+        self.sent = 0
+        self.confirmed = 0
+        self.failed = 0
+        self._pending: dict[str, tuple[Any, ...]] = {}
+        self._size = spec.size.sampler(rng)
+        self._prefix = f"{recorder.id_prefix}{instance}."
+        keys = spec.routing_key
+        self._keys: list[str] | None = keys if isinstance(keys, list) else None
+        self._key = keys if isinstance(keys, str) else None
+        if spec.queue is not None:
+            self.destination = Destination.queue(spec.queue)
+        else:
+            self.destination = Destination.exchange(spec.exchange or "", self._key or "")
+
+    # -- one publish ------------------------------------------------------------------------
+
+    def _next(self) -> tuple[str, bytes, dict[str, Any], str | None, int]:
+        msg_id = f"{self._prefix}{self.sent}"
+        size = max(0, int(self._size()))
+        key = self._keys[int(self.rng.integers(len(self._keys)))] if self._keys else self._key
+        headers = {HDR_TYPE: self.spec.type_label, HDR_ATTEMPT: 1}
+        self.sent += 1
+        return msg_id, body_of(size), headers, key, size
+
+    def _publish(self, producer: Producer, t_intended: float | None) -> None:
+        msg_id, body, headers, key, size = self._next()
+        try:
+            t_ns = producer.publish(body, msg_id=msg_id, headers=headers, routing_key=key)
+        except self.adapter.connection_errors as e:  # type: ignore[misc]
+            self._record(msg_id, key, size, t_intended, self.clock.now(), None, ok=False)
+            self.recorder.event(self.clock.now(), "publish_error", self.name, {"error": str(e)})
+            raise
+        t_publish = self.clock.of_ns(t_ns)
+        if self.spec.confirms:
+            self._pending[msg_id] = (key, size, t_intended, t_publish)
+        else:
+            self._record(msg_id, key, size, t_intended, t_publish, t_publish, ok=True)
+
+    def _record(
+        self,
+        msg_id: str,
+        key: str | None,
+        size: int,
+        t_intended: float | None,
+        t_publish: float,
+        t_confirm: float | None,
+        ok: bool,
+    ) -> None:
+        queue = self.spec.queue or self.spec.exchange or ""
+        self.recorder.message(
+            msg_id,
+            self.spec.type_label,
+            queue,
+            self.spec.name,
+            size,
+            t_intended,
+            t_publish,
+            t_confirm,
+            ok,
+        )
+
+    def _settle(self, confirms: list[Confirm]) -> None:
+        for c in confirms:
+            row = self._pending.pop(c.msg_id, None)
+            if row is None:
+                self.failed += 1
+                self.recorder.event(
+                    self.clock.now(),
+                    "unknown_confirm",
+                    self.name,
+                    {"msg_id": c.msg_id, "detail": c.detail},
+                )
+                continue
+            key, size, t_intended, t_publish = row
+            if c.ok:
+                self.confirmed += 1
+                self._record(
+                    c.msg_id, key, size, t_intended, t_publish, self.clock.of_ns(c.t_ns), True
+                )
+            else:
+                self.failed += 1
+                self._record(c.msg_id, key, size, t_intended, t_publish, None, False)
+
+    # -- loops ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        producer = self.adapter.producer(
+            self.destination, persistent=self.spec.persistent, confirms=self.spec.confirms
+        )
+        try:
+            if isinstance(self.spec.arrival, ClosedArrival):
+                self._closed_loop(producer)
+            else:
+                self._open_loop(producer)
+        finally:
+            self._finish(producer)
+
+    def _wait_until(self, producer: Producer, t: float) -> None:
+        while True:
+            delay = t - self.clock.now()
+            if delay <= 0:
+                return
+            if self.spec.confirms and self._pending:
+                self._settle(producer.poll_confirms(timeout=delay))
+            else:
+                time.sleep(delay)
+
+    def _open_loop(self, producer: Producer) -> None:
+        limit = self.spec.max_messages or math.inf
+        n = 0
+        for t_intended in schedule(self.spec.arrival, self.rng, self.spec.start, self.stop_at):
+            if n >= limit or self.should_stop():
+                break
+            self._wait_until(producer, t_intended)
+            self._publish(producer, t_intended)
+            n += 1
+            if self.spec.confirms and (n & 63) == 0:
+                self._settle(producer.poll_confirms(0.0))
+
+    def _closed_loop(self, producer: Producer) -> None:
+        assert isinstance(self.spec.arrival, ClosedArrival)
+        think = self.spec.arrival.think_time.sampler(self.rng)
+        limit = self.spec.max_messages or math.inf
+        self._wait_until(producer, self.spec.start)
+        n = 0
+        while n < limit and not self.should_stop():
+            self._wait_until(producer, self.clock.now() + think())
+            t_intended = self.clock.now()
+            if t_intended >= self.stop_at:
+                break
+            if not self.spec.confirms:
+                self._publish(producer, t_intended)
+            else:
+                msg_id, body, headers, key, size = self._next()
+                t_ns = time.time_ns()
+                headers[HDR_T_PUBLISH_NS] = t_ns
+                try:
+                    c = producer.publish_and_wait(
+                        body, msg_id=msg_id, headers=headers, routing_key=key, timeout=30.0
+                    )
+                except ConfirmTimeout:
+                    self._record(
+                        msg_id, key, size, t_intended, self.clock.of_ns(t_ns), None, ok=False
+                    )
+                    self.failed += 1
+                else:
+                    self._record(
+                        msg_id,
+                        key,
+                        size,
+                        t_intended,
+                        self.clock.of_ns(t_ns),
+                        self.clock.of_ns(c.t_ns) if c.ok else None,
+                        c.ok,
+                    )
+                    self.confirmed += int(c.ok)
+            n += 1
+
+    def _finish(self, producer: Producer) -> None:
+        deadline = time.monotonic() + self.confirm_wait
+        try:
+            while self._pending and time.monotonic() < deadline:
+                self._settle(producer.poll_confirms(timeout=0.2))
+        except self.adapter.connection_errors:  # type: ignore[misc]
+            pass
+        for msg_id, (key, size, t_intended, t_publish) in list(self._pending.items()):
+            self._record(msg_id, key, size, t_intended, t_publish, None, ok=False)
+        self._pending.clear()
+        try:
+            producer.close()
+        except self.adapter.connection_errors:  # type: ignore[misc]
+            pass

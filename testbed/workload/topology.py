@@ -1,0 +1,64 @@
+"""Scenario topology -> broker declarations (exchanges, queues, bindings, dead-letter queues)."""
+
+from __future__ import annotations
+
+__all__ = ["declarations", "all_queue_names", "purge"]
+
+import time
+
+from testbed.brokers.base import BindingDecl, BrokerAdapter, Declaration, ExchangeDecl, QueueDecl
+from testbed.core.scenario import Scenario
+from testbed.workload.consumer import dead_letter_queue_of
+
+
+def declarations(scenario: Scenario) -> list[Declaration]:
+    """Everything the run needs declared before any producer or consumer starts.
+
+    Queues with a visibility timeout get their dead-letter queue (``<queue>.dlq`` unless named).
+    Load-balanced aliases declare their initial member queues (``<alias>.<i>``).
+    """
+    topo = scenario.topology
+    out: list[Declaration] = [ExchangeDecl(x.name, x.type, x.durable) for x in topo.exchanges]
+    declared: set[str] = set()
+    for q in topo.queues:
+        dlq = dead_letter_queue_of(scenario, q.name)
+        if dlq and dlq not in declared and scenario.queue(dlq) is None:
+            out.append(QueueDecl(dlq, durable=q.durable))
+            declared.add(dlq)
+        out.append(QueueDecl(q.name, durable=q.durable, kind=q.type, max_length=q.max_length))
+        declared.add(q.name)
+        for b in q.bindings:
+            out.append(BindingDecl(b.exchange, q.name, b.key))
+    for lb in topo.load_balanced:
+        for i in range(lb.queues):
+            out.append(QueueDecl(lb.member(i), durable=lb.durable))
+    return out
+
+
+def all_queue_names(scenario: Scenario) -> list[str]:
+    """Queues to watch (stats, drain): declared queues, their DLQs and load-balanced members."""
+    return [d.name for d in declarations(scenario) if isinstance(d, QueueDecl)]
+
+
+def purge(adapter: BrokerAdapter, queues: list[str], timeout: float = 30.0) -> dict[str, int]:
+    """Empty `queues` by consuming with auto-ack (works on every broker). Returns counts.
+
+    Leftovers of an earlier run would otherwise be consumed (and timed) by this one. Bounded by
+    `timeout` seconds in total; what is left after that stays and shows up as ``unexpected``.
+    """
+    deadline = time.monotonic() + timeout
+    counts: dict[str, int] = {}
+    for q in queues:
+        consumer = adapter.consumer(q, prefetch=1000, ack_mode="auto")
+        n = 0
+        try:
+            quiet = 0
+            while quiet < 2 and time.monotonic() < deadline:
+                got = consumer.drain(0.1)
+                n += len(got)
+                quiet = 0 if got else quiet + 1
+        finally:
+            consumer.close()
+        if n:
+            counts[q] = n
+    return counts

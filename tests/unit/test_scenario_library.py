@@ -1,0 +1,75 @@
+"""Every scenario in the library validates, without warnings, and its numbers are what the
+name and comments promise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.core.scenario_checks import offered_load
+from testbed.core.scenario_loader import load_scenario, validate_file
+
+LIBRARY = sorted((Path(__file__).resolve().parents[2] / "workloads" / "scenarios").glob("*.yaml"))
+
+
+def test_library_is_not_empty() -> None:
+    names = {p.stem for p in LIBRARY}
+    assert {
+        "quickstart",
+        "fanout-1to10",
+        "vt-retries-p0.1",
+        "vt-retries-p0.2",
+        "closed-loop-saturation",
+        "specjms2007-interaction1",
+        "specjms2007-interaction3",
+    } <= names
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=[p.stem for p in LIBRARY])
+def test_scenario_validates_cleanly(path: Path) -> None:
+    scenario, issues = validate_file(path)
+    assert scenario is not None, [str(i) for i in issues]
+    assert issues == [], [str(i) for i in issues]
+    assert scenario.name == path.stem
+
+
+def _lib(name: str):  # type: ignore[no-untyped-def]
+    return load_scenario(next(p for p in LIBRARY if p.stem == name))
+
+
+def test_quickstart_is_half_utilised() -> None:
+    load = offered_load(_lib("quickstart"))["work"]
+    assert load.arrival_rate == pytest.approx(200.0)
+    assert load.utilisation == pytest.approx(0.5)
+
+
+def test_fanout_reaches_ten_queues() -> None:
+    s = _lib("fanout-1to10")
+    assert len(s.routed_queues("ticks", None)) == 10
+    assert all(offered_load(s)[f"sub{i}"].arrival_rate == pytest.approx(100.0) for i in range(10))
+
+
+def test_specjms_interaction1_chain_rates() -> None:
+    loads = offered_load(_lib("specjms2007-interaction1"))
+    # every link of the six-message chain carries one message per interaction
+    for q in (
+        "dc.order",
+        "sm.orderconf",
+        "dc.shipdep",
+        "hq.statinfo",
+        "sm.shipinfo",
+        "dc.shipconf",
+    ):
+        assert loads[q].arrival_rate == pytest.approx(1.54), q
+
+
+def test_specjms_interaction3_topic_routing() -> None:
+    s = _lib("specjms2007-interaction3")
+    assert s.routed_queues("prices", "PriceUpdate.hq1") == [f"sm{i}.prices" for i in range(1, 6)]
+    assert s.routed_queues("prices", "PriceUpdate.hq2") == [f"sm{i}.prices" for i in range(6, 11)]
+
+
+def test_vt_retry_attempt_rate() -> None:
+    load = offered_load(_lib("vt-retries-p0.2"))["jobs"]
+    assert load.attempt_rate == pytest.approx(100.0 / 0.8)

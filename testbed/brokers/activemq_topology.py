@@ -80,6 +80,7 @@ class ActiveMQTopology:
         bad = {
             "kind": q.kind if q.kind != "classic" else None,
             "max_length": q.max_length,
+            "message_ttl": q.message_ttl,
             "exclusive": q.exclusive or None,
             "auto_delete": q.auto_delete or None,
             "dead_letter_to": q.dead_letter_to if q.dead_letter_to != ACTIVEMQ_DLQ else None,

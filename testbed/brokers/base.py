@@ -133,8 +133,14 @@ class QueueDecl:
     max_length: int | None = None
     exclusive: bool = False
     auto_delete: bool = False
+    message_ttl: float | None = None
+    """Seconds a message may wait before it expires (dead-lettered if `dead_letter_to`)."""
 
     def __post_init__(self) -> None:
+        if self.message_ttl is not None and self.message_ttl < 0:
+            raise DeclarationError(
+                f"QueueDecl({self.name!r}).message_ttl: must be >= 0 s, got {self.message_ttl!r}"
+            )
         if not self.name:
             raise DeclarationError("QueueDecl.name: empty queue name")
         if self.kind not in ("classic", "quorum"):

@@ -90,6 +90,8 @@ def queue_arguments(q: QueueDecl) -> dict[str, Any]:
         args["x-dead-letter-routing-key"] = q.dead_letter_to
     if q.max_length is not None:
         args["x-max-length"] = q.max_length
+    if q.message_ttl is not None:
+        args["x-message-ttl"] = int(round(q.message_ttl * 1000))
     return args
 
 

@@ -1,40 +1,66 @@
 """SQS-style visibility timeout on brokers that have none (MODELS.md §4), live side.
 
-Mechanism (the same on RabbitMQ and ActiveMQ): a delivered message is *leased* for VT seconds
-by the consumer that holds it (unacked, so no other consumer sees it). Ack settles the lease.
-When the lease expires, the holder **re-enqueues a copy** of the message — same message id,
-same original publish time and type, attempt number + 1 in the ``x-mqbed-attempt`` header — to
-the same queue, then acks the original. After `max_deliveries` attempts the copy goes to the
-dead-letter queue instead. Each expiry is an ``events`` row.
+A delivered message is *leased* for VT seconds from its delivery. Three things can happen:
 
-Why a copy rather than the broker's own requeue:
-- ActiveMQ: a STOMP NACK dead-letters (persistent) or drops (transient) instead of redelivering,
-  and broker-side redelivery has a 1 s floor (FACTS.md) — it cannot express VT < 1 s.
-- RabbitMQ 3.10: `basic.nack(requeue=True)` works (~0.6 ms), but classic queues carry no delivery
-  count, so `max_deliveries` could not be enforced once a message moves to another consumer;
-  the attempt header travels with the copy. (Consumer-side nack-requeue is still used for
-  failures when no visibility timeout is configured.)
-- Both: a copy is visible to every consumer at once, like an SQS message whose timeout lapsed;
-  ordering is "out-of-order" (the copy goes to the tail), the MODELS.md default.
+1. **Ack** within VT: the lease is settled, the message is gone.
+2. **The consumer fails** the attempt (drops it, `failure_probability`): the message must stay
+   invisible until the lease runs out and then be visible to every consumer again — without
+   occupying the failed consumer (in SQS a failed receive does not block the receiver). So
+   the consumer hands the message back to the *broker* at once, delayed by the remaining VT:
+   - RabbitMQ: a copy goes to ``<queue>.vt-delay``, a queue with ``x-message-ttl = VT`` that
+     dead-letters expired messages back into ``<queue>`` (crash-safe, broker-side);
+   - ActiveMQ: the consumer acks the original and *holds* the copy in its process until the
+     lease runs out, then re-sends it to ``<queue>``. STOMP NACK cannot do it (it dead-letters
+     or drops; broker redelivery has a 1 s floor — FACTS.md), and the broker scheduler
+     (``AMQ_SCHEDULED_DELAY``) releases on a ~500 ms grid here (100 ms → 500 ms, 1 s → 1.5 s,
+     measured 2026-11-21), far outside a ±100 ms visibility timeout. Trade-off: a consumer that
+     *crashes* inside the VT window loses the copies it holds (the ledger counts them lost);
+     a consumer that stops normally releases them first.
+   then the original is acked (RabbitMQ: after the copy is published). The copy carries the
+   same message id, original publish time and
+   type, and attempt number + 1 (``x-mqbed-attempt``), so `max_deliveries` holds across
+   consumers (RabbitMQ 3.10 classic queues keep no delivery count).
+3. **Processing outlives VT** (a slow consumer): when the lease expires the holder re-enqueues a
+   copy immediately (visible to others, like SQS) and acks the original; its late completion is
+   not acked again and is not counted as a delivery.
 
-The policy (which attempt dead-letters, when leases expire) is the pure
-:class:`testbed.core.policies.LeaseBook`; this module only acts on its decisions.
+After `max_deliveries` attempts the copy goes to the dead-letter queue (``<queue>.dlq``) instead.
+Every expiry is an ``events`` row of kind ``visibility_timeout``, stamped with the time the
+message became visible again. Ordering is out-of-order (copies go to the tail), the MODELS.md
+default. The policy (which attempt dead-letters, when leases expire) is the pure
+:class:`testbed.core.policies.LeaseBook`; this module acts on its decisions.
 """
 
 from __future__ import annotations
 
-__all__ = ["VisibilityController"]
+__all__ = ["VisibilityController", "dead_letter_queue_of", "delay_queue_of"]
 
+import heapq
 from collections.abc import Callable
 from typing import Any
 
 from testbed.brokers.base import Delivery
 from testbed.core.policies import LeaseBook
+from testbed.core.scenario import Scenario
 from testbed.workload.config import RunClock
 from testbed.workload.recorder import Recorder
 
-Requeue = Callable[[Delivery, int, str], None]
-"""(delivery, next_attempt, target_queue) -> publish the copy; the controller then acks."""
+Requeue = Callable[[Delivery, int, str, float], None]
+"""(delivery, attempt of the copy, target queue, delay s) -> publish the copy, invisible for
+`delay` seconds; the controller then acks the original."""
+
+
+def dead_letter_queue_of(scenario: Scenario, queue: str) -> str | None:
+    """Where `queue` dead-letters exhausted messages (None without a visibility timeout)."""
+    q = scenario.queue(queue)
+    if q is None or q.visibility is None:
+        return None
+    return q.visibility.dead_letter_queue or f"{queue}.dlq"
+
+
+def delay_queue_of(queue: str) -> str:
+    """RabbitMQ's holding queue for failed attempts of `queue` (TTL = VT, dead-letters back)."""
+    return f"{queue}.vt-delay"
 
 
 class VisibilityController:
@@ -49,8 +75,12 @@ class VisibilityController:
         recorder: Recorder,
         consumer_name: str,
         republish: Requeue,
+        hold_in_process: bool = False,
     ):
         self.book = LeaseBook(timeout, max_deliveries)
+        self.hold_in_process = hold_in_process
+        self._held: list[tuple[float, int, Delivery, int]] = []  # (release, seq, copy, attempt)
+        self._seq = 0
         self.dead_letter_queue = dead_letter_queue
         self.clock = clock
         self.recorder = recorder
@@ -74,20 +104,33 @@ class VisibilityController:
         return self.book.extend(id(delivery), extra, self.clock.now()).expires
 
     def next_expiry(self) -> float | None:
-        return self.book.next_expiry()
+        nxt = self.book.next_expiry()
+        if self._held and (nxt is None or self._held[0][0] < nxt):
+            return self._held[0][0]
+        return nxt
+
+    def release_held(self, now: float | None = None) -> int:
+        """Re-send held copies whose time has come (all of them when `now` is None)."""
+        n = 0
+        while self._held and (now is None or self._held[0][0] <= now):
+            _, _, d, attempt = heapq.heappop(self._held)
+            self.republish(d, attempt, d.queue, 0.0)
+            n += 1
+        return n
 
     def tick(self) -> int:
         """Act on every lease that has run out. Returns how many expired."""
         now = self.clock.now()
+        self.release_held(now)
         expired = self.book.expired(now)
         for lease, action in expired:
             delivery, (t_deliver, latency, size) = lease.payload
             queue = delivery.queue
             if action == "dead_letter":
-                self.republish(delivery, lease.attempt, self.dead_letter_queue)
+                self.republish(delivery, lease.attempt, self.dead_letter_queue, 0.0)
                 outcome = "dead_lettered"
             else:
-                self.republish(delivery, lease.attempt + 1, queue)
+                self.republish(delivery, lease.attempt + 1, queue, 0.0)
                 outcome = "timed_out"
             if delivery.outcome is None:
                 delivery.ack()
@@ -119,3 +162,49 @@ class VisibilityController:
             )
             self.expired_count += 1
         return len(expired)
+
+    def fail(
+        self, delivery: Delivery, attempt: int, t_deliver: float, latency: float | None, size: int
+    ) -> None:
+        """The consumer failed this attempt: back to the broker, invisible until VT runs out."""
+        lease = self.book.settle(id(delivery))
+        expires = lease.expires if lease is not None else t_deliver + self.book.timeout
+        action = self.book.decide(attempt)
+        now = self.clock.now()
+        if action == "dead_letter":
+            self.republish(delivery, attempt, self.dead_letter_queue, 0.0)
+            outcome = "dead_lettered"
+        elif self.hold_in_process:
+            self._seq += 1
+            heapq.heappush(self._held, (expires, self._seq, delivery, attempt + 1))
+            outcome = "timed_out"
+        else:
+            self.republish(delivery, attempt + 1, delivery.queue, max(0.0, expires - now))
+            outcome = "timed_out"
+        delivery.ack()
+        self.recorder.delivery(
+            delivery.msg_id,
+            delivery.queue,
+            self.consumer,
+            attempt,
+            t_deliver,
+            expires,
+            outcome,
+            delivery.redelivered or attempt > 1,
+            latency,
+            size,
+        )
+        self.recorder.event(
+            expires,
+            "visibility_timeout",
+            delivery.queue,
+            {
+                "msg_id": delivery.msg_id,
+                "attempt": attempt,
+                "action": action,
+                "consumer": self.consumer,
+                "leased_at": round(t_deliver, 6),
+                "failed": True,
+            },
+        )
+        self.expired_count += 1

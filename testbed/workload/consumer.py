@@ -33,18 +33,15 @@ from testbed.brokers.base import (
     Destination,
     Producer,
 )
-from testbed.control.visibility import VisibilityController
+from testbed.control.visibility import (
+    VisibilityController,
+    dead_letter_queue_of,
+    delay_queue_of,
+)
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
 from testbed.workload.producer import body_of
 from testbed.workload.recorder import Recorder
-
-
-def dead_letter_queue_of(scenario: Scenario, queue: str) -> str | None:
-    q = scenario.queue(queue)
-    if q is None or q.visibility is None:
-        return None
-    return q.visibility.dead_letter_queue or f"{queue}.dlq"
 
 
 class ConsumerLoop:
@@ -89,6 +86,7 @@ class ConsumerLoop:
                 recorder,
                 instance,
                 self._republish,
+                hold_in_process=scenario.broker.kind == "activemq",
             )
         self._requeue_capable = adapter.capabilities.nack_requeue
 
@@ -102,12 +100,15 @@ class ConsumerLoop:
             self._producers[key] = p
         return p
 
-    def _republish(self, d: Delivery, attempt: int, queue: str) -> None:
-        """Re-enqueue a copy (same id, publish time and type; new attempt) to `queue`."""
+    def _republish(self, d: Delivery, attempt: int, queue: str, delay: float = 0.0) -> None:
+        """Re-enqueue a copy (same id, publish time and type; new attempt) to `queue`,
+        invisible for `delay` seconds (see :mod:`testbed.control.visibility`)."""
         headers = {k: v for k, v in d.headers.items() if k.startswith("x-mqbed-")}
         headers[HDR_ATTEMPT] = attempt
         if d.t_publish_ns is not None:
             headers[HDR_T_PUBLISH_NS] = d.t_publish_ns
+        if delay > 0:
+            queue = delay_queue_of(queue)  # RabbitMQ: TTL = VT, dead-letters back into the queue
         self._producer(Destination.queue(queue)).publish(d.body, msg_id=d.msg_id, headers=headers)
 
     def _follow_ups(self, d: Delivery, msg_type: str) -> None:
@@ -158,6 +159,8 @@ class ConsumerLoop:
                     if self.should_stop():
                         break
         finally:
+            if self.visibility is not None:
+                self.visibility.release_held()  # copies held for their VT go back now
             try:
                 consumer.close()  # unacked deliveries go back to the broker
             except self.adapter.connection_errors:  # type: ignore[misc]
@@ -252,7 +255,8 @@ class ConsumerLoop:
             )
             return
         if self.visibility is not None:
-            return  # stays leased (unacked); the controller re-enqueues it when VT expires
+            self.visibility.fail(d, attempt, t_deliver, latency, size)
+            return
         if self._requeue_capable:
             d.nack(requeue=True)
         else:

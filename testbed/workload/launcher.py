@@ -133,20 +133,28 @@ class LocustLauncher:
             raise MqbedError(f"Locust exited with code {self.procs[0].returncode}:\n{tail}")
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (Locust stops users, writes its reports), then SIGKILL the groups."""
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + timeout
-        for p in self.procs:
-            left = max(0.1, deadline - time.monotonic())
+        """SIGINT the master (Locust stops its users and writes the CSV and HTML reports — on
+        SIGTERM it would skip the HTML), then SIGTERM and finally SIGKILL every process group."""
+        if self.procs and self.procs[0].poll() is None:
             try:
-                p.wait(timeout=left)
-            except subprocess.TimeoutExpired:
+                self.procs[0].send_signal(signal.SIGINT)
+            except ProcessLookupError:
                 pass
+        deadline = time.monotonic() + timeout
+        for sig, share in ((None, 0.7), (signal.SIGTERM, 1.0)):
+            if sig is not None:
+                for p in self.procs:
+                    if p.poll() is None:
+                        try:
+                            os.killpg(p.pid, sig)
+                        except ProcessLookupError:
+                            pass
+            until = time.monotonic() + share * max(0.0, deadline - time.monotonic())
+            for p in self.procs:
+                try:
+                    p.wait(timeout=max(0.1, until - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)  # also any child left in the group

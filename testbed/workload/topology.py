@@ -7,14 +7,16 @@ __all__ = ["declarations", "all_queue_names", "purge"]
 import time
 
 from testbed.brokers.base import BindingDecl, BrokerAdapter, Declaration, ExchangeDecl, QueueDecl
+from testbed.control.visibility import dead_letter_queue_of, delay_queue_of
 from testbed.core.scenario import Scenario
-from testbed.workload.consumer import dead_letter_queue_of
 
 
 def declarations(scenario: Scenario) -> list[Declaration]:
     """Everything the run needs declared before any producer or consumer starts.
 
-    Queues with a visibility timeout get their dead-letter queue (``<queue>.dlq`` unless named).
+    Queues with a visibility timeout get their dead-letter queue (``<queue>.dlq`` unless named)
+    and, on RabbitMQ, a delay queue ``<queue>.vt-delay`` whose messages expire after the
+    timeout back into the queue (see :mod:`testbed.control.visibility`).
     Load-balanced aliases declare their initial member queues (``<alias>.<i>``).
     """
     topo = scenario.topology
@@ -25,6 +27,15 @@ def declarations(scenario: Scenario) -> list[Declaration]:
         if dlq and dlq not in declared and scenario.queue(dlq) is None:
             out.append(QueueDecl(dlq, durable=q.durable))
             declared.add(dlq)
+        if q.visibility is not None and scenario.broker.kind == "rabbitmq":
+            out.append(
+                QueueDecl(
+                    delay_queue_of(q.name),
+                    durable=q.durable,
+                    dead_letter_to=q.name,
+                    message_ttl=q.visibility.timeout,
+                )
+            )
         out.append(QueueDecl(q.name, durable=q.durable, kind=q.type, max_length=q.max_length))
         declared.add(q.name)
         for b in q.bindings:

@@ -1,0 +1,265 @@
+"""Processes the local backend starts: identity checks, signalling, waiting, spawning.
+
+A process is identified by ``(pid, start_ticks)`` — the kernel start time (field 22 of
+``/proc/PID/stat``) makes a recycled PID distinguishable — plus a *marker* string that must occur
+in its command line (the testbed home). Nothing here ever looks processes up by name.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ProcessRef",
+    "Spawner",
+    "cmdline",
+    "descendants",
+    "group_members",
+    "is_alive",
+    "is_paused",
+    "reap",
+    "signal_group",
+    "signal_process",
+    "start_ticks",
+    "wait_gone",
+]
+
+import contextlib
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from testbed.exceptions import BackendError
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ProcessRef:
+    """A process mqbed started: PID, process group, kernel start time and cmdline marker."""
+
+    pid: int
+    pgid: int
+    start_ticks: int
+    marker: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProcessRef:
+        return cls(
+            pid=int(data["pid"]),
+            pgid=int(data["pgid"]),
+            start_ticks=int(data["start_ticks"]),
+            marker=str(data["marker"]),
+        )
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (index 0 = state), or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """Kernel start time of `pid` in clock ticks since boot, or None if it does not exist."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def cmdline(pid: int) -> str:
+    """The command line of `pid` joined by spaces ('' if gone, a zombie or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def reap(pid: int) -> None:
+    """Collect `pid`'s exit status if it is our child and has exited (no-op otherwise)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def is_alive(ref: ProcessRef, *, check_marker: bool = True) -> bool:
+    """True while the process `ref` names still runs (same start time, not a zombie).
+
+    With `check_marker`, its command line must also contain ``ref.marker``.
+    """
+    reap(ref.pid)
+    fields = _stat_fields(ref.pid)
+    if fields is None or fields[0] in ("Z", "X", "x") or int(fields[19]) != ref.start_ticks:
+        return False
+    return not check_marker or ref.marker in cmdline(ref.pid)
+
+
+def is_paused(pid: int) -> bool:
+    """Whether `pid` is stopped by a signal (SIGSTOP/SIGTSTP): state T in /proc/PID/stat."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] == "T"
+
+
+def _all_stats() -> Iterable[tuple[int, list[str]]]:
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None:
+                yield int(entry.name), fields
+
+
+def descendants(pid: int) -> list[ProcessRef]:
+    """Every live descendant of `pid` (children that setsid() themselves included)."""
+    children: dict[int, list[tuple[int, list[str]]]] = {}
+    for child, fields in _all_stats():
+        children.setdefault(int(fields[1]), []).append((child, fields))
+    found: list[ProcessRef] = []
+    todo = [pid]
+    while todo:
+        for child, fields in children.get(todo.pop(), []):
+            if fields[0] not in ("Z", "X", "x"):
+                found.append(ProcessRef(child, int(fields[2]), int(fields[19]), ""))
+                todo.append(child)
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """PIDs of live (non-zombie) processes in process group `pgid`."""
+    return [
+        pid for pid, fields in _all_stats() if int(fields[2]) == pgid and fields[0] not in "ZXx"
+    ]
+
+
+def signal_process(ref: ProcessRef, sig: int, *, check_marker: bool = True) -> bool:
+    """Send `sig` to `ref` if it is still the process we started. Returns whether it was sent."""
+    if not is_alive(ref, check_marker=check_marker):
+        return False
+    try:
+        os.kill(ref.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def signal_group(ref: ProcessRef, sig: int) -> bool:
+    """Send `sig` to the process group of `ref` — only while its leader is verifiably ours.
+
+    A live leader guarantees the group id was not recycled. Returns whether it was sent.
+    """
+    if not is_alive(ref):
+        return False
+    try:
+        os.killpg(ref.pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(
+    refs: Sequence[ProcessRef], timeout: float, *, poll: float = 0.05
+) -> list[ProcessRef]:
+    """Wait until none of `refs` is alive or `timeout` passes; return those still alive."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [r for r in refs if is_alive(r, check_marker=False)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(poll)
+
+
+# Resolved once, here: the forked child must not dlopen() (another thread may hold the loader
+# lock at fork time); it only calls this function pointer.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _set_pdeathsig() -> None:  # runs in the forked child, before exec
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+class Spawner:
+    """Starts broker processes, each in a new session (so its process group is its own).
+
+    ``owned=True`` children get ``PR_SET_PDEATHSIG=SIGKILL``: if the Python process dies, even
+    by SIGKILL, the kernel kills them. Linux sends that signal when the *thread* that forked the
+    child exits, so owned children are forked from one long-lived daemon thread, never from a
+    caller's (possibly short-lived) thread.
+    """
+
+    _lock = threading.Lock()
+    _requests: queue.Queue[tuple[dict[str, Any], queue.Queue[Any]]] | None = None
+
+    @classmethod
+    def _owner_queue(cls) -> queue.Queue[tuple[dict[str, Any], queue.Queue[Any]]]:
+        with cls._lock:
+            if cls._requests is None:
+                requests: queue.Queue[tuple[dict[str, Any], queue.Queue[Any]]] = queue.Queue()
+                threading.Thread(
+                    target=cls._serve, args=(requests,), name="mqbed-spawner", daemon=True
+                ).start()
+                cls._requests = requests
+            return cls._requests
+
+    @staticmethod
+    def _serve(requests: queue.Queue[tuple[dict[str, Any], queue.Queue[Any]]]) -> None:
+        while True:
+            kwargs, reply = requests.get()
+            try:
+                reply.put(subprocess.Popen(**kwargs))
+            except BaseException as exc:  # handed back to the caller, re-raised there
+                reply.put(exc)
+
+    @classmethod
+    def _forget_thread(cls) -> None:
+        """After fork() the child has no spawner thread: let it start its own."""
+        cls._requests = None
+        cls._lock = threading.Lock()
+
+    @classmethod
+    def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log: IO[bytes],
+        owned: bool,
+        executable: str | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start `argv` detached from our terminal, stdout+stderr appended to `log`."""
+        kwargs: dict[str, Any] = {
+            "args": list(argv),
+            "executable": executable,
+            "env": dict(env),
+            "cwd": str(cwd),
+            "stdin": subprocess.DEVNULL,
+            "stdout": log,
+            "stderr": subprocess.STDOUT,
+            "start_new_session": True,
+            "close_fds": True,
+        }
+        if not owned:
+            return subprocess.Popen(**kwargs)
+        kwargs["preexec_fn"] = _set_pdeathsig
+        reply: queue.Queue[Any] = queue.Queue()
+        cls._owner_queue().put((kwargs, reply))
+        try:
+            result = reply.get(timeout=30)
+        except queue.Empty:
+            raise BackendError(f"spawner thread did not start {argv[0]} within 30 s") from None
+        if isinstance(result, BaseException):
+            raise result
+        proc: subprocess.Popen[bytes] = result
+        return proc
+
+
+os.register_at_fork(after_in_child=Spawner._forget_thread)

@@ -1,0 +1,217 @@
+"""Live runs through the real pipeline (Locust + real brokers): rates, ledger, visibility
+timeout, dead-lettering, message-driven chains, distributed workers.
+
+Runs reuse the session brokers (the run finds them in the backend's home). Durations are short
+so the file stays within a few minutes; tolerances come from the Poisson noise of the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from testbed.backends.base import BrokerEndpoint
+from testbed.backends.local import LocalBackend
+from testbed.brokers import make_adapter
+from testbed.run import run_scenario
+
+pytestmark = pytest.mark.integration
+
+BROKERS = ["rabbitmq", "activemq"]
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest) -> BrokerEndpoint:
+    """The session broker named by the test's `kind` parameter."""
+    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+
+
+def live(tmp_path: Path, home: Path, text: str, **kwargs: object) -> Path:
+    f = tmp_path / "scenario.yaml"
+    f.write_text(text)
+    result = run_scenario(
+        f,
+        home=home,
+        out_dir=tmp_path / "runs",
+        predict=False,
+        console=Console(stderr=True, quiet=True),
+        **kwargs,
+    )  # type: ignore[arg-type]
+    return result.run_dir
+
+
+def tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, int]]:
+    m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
+    d = pq.read_table(run_dir / "measured" / "deliveries.parquet").to_pandas()
+    e = pq.read_table(run_dir / "measured" / "events.parquet").to_pandas()
+    ledger = json.loads((run_dir / "measured" / "ledger.json").read_text())
+    return m, d, e, ledger
+
+
+@pytest.mark.parametrize("broker", BROKERS, indirect=True)
+def test_poisson_rate_latency_and_exact_ledger(
+    tmp_path: Path, local_backend: LocalBackend, broker: BrokerEndpoint
+) -> None:
+    """Two Poisson producers at 100/s for 8 s, 10 % of deliveries dropped without ack and
+    handed back at once: rate within noise, every message delivered once, lost = 0."""
+    run_dir = live(
+        tmp_path,
+        local_backend.home,
+        f"""
+name: ledger-{broker.kind}
+duration: 8s
+warmup: 1s
+drain_timeout: 20s
+broker: {{kind: {broker.kind}}}
+topology:
+  queues: [{{name: work}}]
+producers:
+  - {{name: p, count: 2, queue: work, arrival: {{kind: poisson, rate: 100/s}}, size: 1KB, confirms: true}}
+consumers:
+  - {{name: c, queue: work, count: 2, prefetch: 10, service_time: {{kind: exponential, mean: 2ms}},
+     failure_probability: 0.1}}
+""",
+    )
+    m, d, e, ledger = tables(run_dir)
+    load = m[(m.t_intended >= 1.0) & (m.t_intended < 8.0)]
+    expected = 200 * 7.0
+    assert abs(len(load) - expected) < 4 * math.sqrt(expected), len(load)
+    assert (m.t_confirm >= m.t_publish).all()
+    delay = m.t_publish - m.t_intended
+    assert (delay >= 0).all() and delay.median() < 0.005
+    nacked = int((d.outcome == "nacked").sum())
+    assert ledger["sent"] == ledger["confirmed"] == ledger["delivered_unique"] == len(m)
+    assert ledger["lost"] == ledger["duplicated"] == ledger["unexpected"] == 0
+    assert nacked > 0 and ledger["redeliveries"] == nacked
+    assert abs(nacked / len(d) - 0.1) < 0.03
+    acked = d[d.outcome == "acked"]
+    assert acked.latency_s.between(0, 5).all() and acked.latency_s.median() < 0.05
+    phases = [json.loads(x)["phase"] for x in e[e.kind == "phase"].detail]
+    assert phases == ["warmup", "load", "drain", "end"]
+    locust = run_dir / "measured" / "locust"
+    assert (locust / "r0_stats.csv").stat().st_size > 0 and (locust / "r0.html").exists()
+    stats = pd.read_csv(locust / "r0_stats.csv")
+    assert set(stats["Type"].dropna()) >= {"publish", "consume"}
+    env = json.loads((run_dir / "environment.json").read_text())
+    assert env["interrupted"] is False and env["broker"]["kind"] == broker.kind
+    assert (run_dir / "scenario.yaml").read_text().startswith("name: ledger-")
+
+
+@pytest.mark.parametrize("broker", BROKERS, indirect=True)
+def test_visibility_timeout_redelivers_after_vt_and_dead_letters(
+    tmp_path: Path, local_backend: LocalBackend, broker: BrokerEndpoint
+) -> None:
+    """VT = 400 ms, failure probability 0.5, max 2 deliveries: failed attempts reappear after
+    VT (±100 ms at the median), exhausted messages land in the dead-letter queue."""
+    run_dir = live(
+        tmp_path,
+        local_backend.home,
+        f"""
+name: vt-{broker.kind}
+duration: 5s
+drain_timeout: 20s
+broker: {{kind: {broker.kind}}}
+topology:
+  queues:
+    - {{name: jobs, visibility: {{timeout: 400ms, max_deliveries: 2}}}}
+producers:
+  - {{name: p, queue: jobs, arrival: {{kind: constant, rate: 40/s}}, confirms: true}}
+consumers:
+  - {{name: c, queue: jobs, count: 2, prefetch: 5, service_time: 1ms, failure_probability: 0.5}}
+""",
+    )
+    m, d, e, ledger = tables(run_dir)
+    d = d.sort_values(["msg_id", "attempt"])
+    first = d[d.attempt == 1].set_index("msg_id")
+    second = d[d.attempt == 2].set_index("msg_id")
+    gaps = (second.t_deliver - first.loc[second.index].t_deliver).dropna()
+    assert len(gaps) > 20
+    assert abs(gaps.median() - 0.4) < 0.1, gaps.describe()
+    assert (gaps >= 0.4).all()
+    assert set(first.loc[second.index].outcome) == {"timed_out"}
+    assert (second.redelivered).all()
+    vt_events = e[e.kind == "visibility_timeout"]
+    assert len(vt_events) == int(d.outcome.isin(["timed_out", "dead_lettered"]).sum())
+    dead = d[d.outcome == "dead_lettered"]
+    assert len(dead) > 0 and set(dead.attempt) == {2}
+    assert ledger["dead_lettered"] == dead.msg_id.nunique()
+    assert ledger["lost"] == 0
+    assert ledger["delivered_unique"] + ledger["dead_lettered"] == ledger["sent"]
+    # the dead-letter queue really holds them
+    adapter = make_adapter(broker)
+    adapter.connect()
+    try:
+        consumer = adapter.consumer("jobs.dlq", prefetch=100, ack_mode="auto")
+        got: set[str] = set()
+        for _ in range(30):
+            batch = consumer.drain(0.2)
+            got |= {x.msg_id for x in batch}
+            if not batch and len(got) >= len(dead):
+                break
+        consumer.close()
+    finally:
+        adapter.close()
+    assert got == set(dead.msg_id)
+
+
+def test_message_driven_chain_latency_per_type(
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    """The SPECjms2007 interaction-1 chain (sped up): every link's message type is delivered
+    once per interaction, and per-type latencies come out of the records."""
+    text = (
+        Path(__file__).resolve().parents[2]
+        / "workloads"
+        / "scenarios"
+        / "specjms2007-interaction1.yaml"
+    ).read_text()
+    text = (
+        text.replace("rate: 1.54/s", "rate: 20/s")
+        .replace("duration: 120s", "duration: 6s")
+        .replace("warmup: 10s", "warmup: 1s")
+    )
+    run_dir = live(tmp_path, local_backend.home, text)
+    m, d, _, ledger = tables(run_dir)
+    per_type = d.merge(m[["msg_id", "flow"]], on="msg_id", how="inner").groupby("flow")
+    counts = per_type.msg_id.nunique()
+    orders = counts["Order"]
+    assert orders > 60
+    for t in ("OrderConf", "ShipDep", "StatInfo", "ShipInfo", "ShipConf"):
+        assert counts[t] == orders, (t, counts.to_dict())
+    medians = per_type.latency_s.median()
+    assert (medians > 0).all() and (medians < 0.5).all(), medians
+    assert ledger["lost"] == 0 and ledger["sent"] == 6 * orders
+
+
+def test_distributed_workers(
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    """`workers: 2`: a Locust master and two worker processes share the users."""
+    run_dir = live(
+        tmp_path,
+        local_backend.home,
+        """
+name: distributed
+duration: 5s
+topology: {queues: [{name: dq}]}
+producers:
+  - {name: p, count: 2, queue: dq, arrival: {kind: poisson, rate: 50/s}, confirms: true}
+consumers:
+  - {name: c, queue: dq, count: 2}
+""",
+        workers=2,
+    )
+    m, d, _, ledger = tables(run_dir)
+    assert ledger["lost"] == 0 and ledger["sent"] == ledger["delivered_unique"] > 300
+    # instances are named <group>.<worker>.<i>; Locust spreads the four users over both workers
+    producer_workers = set(m.msg_id.str.split(".").str[3])  # <token>.r0.<group>.<worker>.<i>.<n>
+    consumer_workers = set(d.consumer.str.split(".").str[1])
+    assert producer_workers | consumer_workers == {"1", "2"}
+    logs = sorted(p.name for p in (run_dir / "measured" / "locust").glob("*.log"))
+    assert logs == ["r0-master.log", "r0-worker1.log", "r0-worker2.log"]

@@ -186,15 +186,25 @@ def run(
 
 
 def main() -> None:
-    """Console-script entry: one-line reason and a non-zero exit for expected failures."""
+    """Console-script entry: one-line reason and a non-zero exit for expected failures;
+    130 after Ctrl-C (the run directory is still written)."""
     try:
-        app()
+        rv = app(standalone_mode=False)
     except MqbedError as e:
         err.print(f"mqbed: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
         err.print("mqbed: interrupted", markup=False)
         sys.exit(130)
+    except Exception as e:
+        # usage errors (typer's vendored click): show the message, exit with its code (2)
+        if hasattr(e, "show") and hasattr(e, "exit_code"):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,239 @@
+"""The analytic prediction: a scenario mapped onto the closed forms of ``emulator.analytic``.
+
+Used by ``predict(method="analytic")``. Supported shapes, each exact under its assumptions
+(MODELS.md §3–§5) — anything else raises ``PredictionError`` naming the first assumption that
+fails, never a silent approximation of another model:
+
+- **closed writers on a shared lock** (``shared_lock``, closed producers, no consumer): exact MVA
+  with demand D = the lock's write time and think time Z + 2d (+ persistence) (§3b, §5).
+- **one queue, open Poisson load** (``amqp`` or ``threads``): Poisson producers publish to one
+  queue read by consumers with one service law. Stations in series:
+  - ``threads``: the receive stage M/M/N at λ and the dispatch stage M/M/N at λ/p — the §4
+    Jackson tandem T = W1 + 2d + W2/p + ((1 − p)/p)·VT;
+  - ``amqp``: a fixed path d + s_q + δ + d (the calibrated latency) + ((1 − p)/p)·VT;
+  - the consumers: with exponential service and prefetch 1, an M/M/N station (M/M/1/K with
+    ``max_length``, K = max_length + 1) whose server holding time is delivery d + δ, service,
+    read overhead and the ack's d; exact when those extras are zero, otherwise the wait is
+    scaled by the Allen–Cunneen factor (1 + c²)/2 of the holding time; consumers with zero
+    service time are sinks (no station) — the only case where retries (p < 1) are allowed,
+    since a failed attempt holds prefetch credit until its lease expires.
+Latency figures are publish → handler start, as in the simulator's records.
+"""
+
+from __future__ import annotations
+
+__all__ = ["analytic_figures"]
+
+import math
+from typing import Any
+
+from emulator import analytic
+from emulator.errors import PredictionError
+from emulator.profile import Profile
+from emulator.sim.costs import Costs, derive_costs
+from emulator.sim.summary import Key
+from testbed.core.scenario import ClosedArrival, PoissonArrival, Scenario
+
+
+def _refuse(assumption: str, why: str) -> PredictionError:
+    return PredictionError(
+        f"analytic method: assumption '{assumption}' fails: {why}; use --method simulate",
+        assumption,
+    )
+
+
+def _require(ok: bool, assumption: str, why: str) -> None:
+    if not ok:
+        raise _refuse(assumption, why)
+
+
+def _exponential(dist: Any) -> bool:
+    return abs(float(dist.cv) - 1.0) <= 1e-9
+
+
+def analytic_figures(s: Scenario, profile: Profile) -> dict[Key, float]:
+    """Steady-state figures keyed like the simulator's summary (metric, queue, flow)."""
+    _require(not s.faults, "no faults", f"the scenario injects {len(s.faults)} fault(s)")
+    _require(not s.autoscaling, "no autoscaling", "the scenario scales consumers")
+    _require(not s.topology.load_balanced, "no load-balanced aliases", "elastic aliases are used")
+    for c in s.consumers:
+        _require(not c.follow_ups, "no message chains", f"consumer group {c.name!r} has follow_ups")
+    for p in s.producers:
+        _require(
+            p.start == 0 and p.stop is None and p.max_messages is None,
+            "stationary load",
+            f"producer {p.name!r} has start/stop/max_messages",
+        )
+    kind = s.broker.model or "amqp"
+    threads = s.broker.threads
+    costs = derive_costs(profile, kind, threads, float(s.broker.memory_limit))
+    try:
+        if kind == "shared_lock":
+            return _closed_writers(s, costs)
+        return _open_queue(s, costs, kind)
+    except ValueError as e:  # unstable stations
+        raise _refuse("stability", str(e)) from e
+
+
+def _closed_writers(s: Scenario, c: Costs) -> dict[Key, float]:
+    closed = [p for p in s.producers if isinstance(p.arrival, ClosedArrival)]
+    _require(
+        len(closed) == len(s.producers),
+        "closed writers",
+        "the shared_lock closed form covers closed-loop producers only",
+    )
+    _require(
+        not any(g.count for g in s.consumers),
+        "no readers",
+        "readers share the lock with writers; the MVA form covers writers only",
+    )
+    thinks = {float(p.arrival.think_time.mean) for p in closed}  # type: ignore[union-attr]
+    _require(len(thinks) == 1, "identical producers", f"think times differ: {sorted(thinks)}")
+    persist = 0.0
+    if any(p.persistent for p in closed):
+        _require(all(p.persistent for p in closed), "identical producers", "mixed persistence")
+        size = float(closed[0].size.mean)
+        persist = c.persist_a + c.persist_b * size
+    n = sum(p.count for p in closed)
+    demand = float(c.lock_write.mean)
+    res = analytic.mva_closed(n, thinks.pop() + 2 * c.d + persist, demand)
+    return {
+        ("publish_rate_msg_s", None, None): res.x,
+        ("confirm_mean_s", None, None): res.r + 2 * c.d + persist,
+    }
+
+
+def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
+    lam = 0.0
+    size_sum = 0.0
+    targets: set[str] = set()
+    confirms = set()
+    for prod in s.producers:
+        _require(
+            isinstance(prod.arrival, PoissonArrival),
+            "poisson arrivals",
+            f"producer {prod.name!r} has arrival kind {prod.arrival.kind!r}",
+        )
+        rate = float(prod.arrival.rate) * prod.count  # type: ignore[union-attr]
+        lam += rate
+        size_sum += rate * float(prod.size.mean)
+        confirms.add(prod.confirms)
+        if prod.queue is not None:
+            targets.add(prod.queue)
+        else:
+            keys = prod.routing_key if isinstance(prod.routing_key, list) else [prod.routing_key]
+            for key in keys:
+                routed = s.routed_queues(prod.exchange or "", key)
+                _require(
+                    len(routed) == 1, "one queue", f"producer {prod.name!r} fans out to {routed}"
+                )
+                targets.update(routed)
+    _require(len(targets) == 1, "one queue", f"traffic reaches {sorted(targets)}")
+    _require(len(confirms) == 1, "identical producers", "some producers use confirms, some not")
+    qname = targets.pop()
+    size = size_sum / lam if lam > 0 else 0.0
+    spec = s.queue(qname)
+    groups = [g for g in s.consumers if g.queue == qname and g.count > 0]
+    _require(bool(groups), "consumers", f"no consumer reads queue {qname!r}")
+    means = {float(g.service_time.mean) for g in groups}
+    fails = {g.failure_probability for g in groups}
+    _require(len(means) == 1, "one service law", f"service means differ: {sorted(means)}")
+    _require(len(fails) == 1, "one service law", f"failure probabilities differ: {sorted(fails)}")
+    svc, fail = means.pop(), fails.pop()
+    sink = svc == 0.0
+    for g in groups:
+        _require(g.ack == "after_processing", "ack after processing", f"{g.name!r} acks {g.ack!r}")
+        if not sink:
+            _require(
+                _exponential(g.service_time),
+                "exponential service",
+                f"{g.name!r} service cv = {float(g.service_time.cv):.3g}",
+            )
+            _require(g.prefetch == 1, "prefetch 1", f"{g.name!r} has prefetch {g.prefetch}")
+    p = 1.0 - fail
+    vt = 0.0
+    if fail > 0:
+        vis = spec.visibility if spec is not None else None
+        _require(vis is not None, "visibility timeout", f"queue {qname!r} fails without one")
+        _require(sink, "retries only with sink consumers", "failed attempts hold prefetch credit")
+        vt = float(vis.timeout)  # type: ignore[union-attr]
+    n = sum(g.count for g in groups)
+    prefetch1 = all(g.prefetch == 1 for g in groups)
+    confirm_extra = c.confirm_over_a + c.confirm_over_b * size if confirms.pop() else 0.0
+    pre = c.prefetch_over_a + c.prefetch_over_b * size if prefetch1 else 0.0
+    rate = lam
+    if kind == "threads":
+        w1 = _station_w(lam, c.receive, threads_of(c))
+        w2 = _station_w(lam / p, c.dispatch, threads_of(c))
+        to_consumer = confirm_extra + w1 + 2 * c.d + w2 / p + ((1 - p) / p) * vt + pre
+        broker_wait = w2 / p
+        delta = 0.0
+    else:
+        delta_a, delta_b = c.delivery_residual(lam)
+        delta = delta_a + delta_b * size
+        queue_s = c.queue_a + c.queue_b * size
+        to_consumer = confirm_extra + 2 * c.d + queue_s + delta + ((1 - p) / p) * vt + pre
+        broker_wait = 0.0
+    read = float(c.read.mean)
+    out: dict[Key, float] = {}
+    if sink:
+        latency = to_consumer
+        depth = lam * (broker_wait + ((1 - p) / p) * vt + 2 * c.d + delta + pre + read)
+        pq: tuple[float, float, float] | None = (latency, latency, latency)
+    else:
+        hold = c.d + delta + pre + svc + read + c.d  # credit is back when the ack arrives
+        mu = 1.0 / hold
+        ml = spec.max_length if spec is not None else None
+        if ml is not None:
+            _require(n == 1, "one consumer for M/M/1/K", f"{n} consumers read {qname!r}")
+            st1k = analytic.mm1k(lam, mu, ml + 1)
+            rate = st1k.lam_eff
+            wq = st1k.w - hold
+            depth = st1k.l + lam * broker_wait
+            pq = None
+        else:
+            st = analytic.mmn(lam, mu, n)
+            # Allen–Cunneen: the holding time's fixed parts make it less variable than
+            # exponential; scale the wait by (1 + c²)/2 (exactly 1 when they are zero)
+            ac = (1.0 + (svc * svc + float(c.read.variance)) / (hold * hold)) / 2.0
+            wq = st.wq * ac
+            depth = lam * (wq + hold) + lam * broker_wait
+            pq = tuple(  # type: ignore[assignment]
+                to_consumer + ac * _wait_quantile(st.p_wait, n * mu - lam, q)
+                for q in (0.5, 0.95, 0.99)
+            )
+            if kind == "threads":
+                pq = None
+        latency = to_consumer + wq
+    if spec is not None and spec.visibility is not None and fail > 0:
+        rate *= 1.0 - fail**spec.visibility.max_deliveries
+    out[("throughput_msg_s", None, None)] = rate
+    out[("latency_mean_s", None, None)] = latency
+    out[("end_to_end_mean_s", None, None)] = latency + svc + read
+    out[("queue_depth_mean", None, None)] = depth
+    out[("queue_depth_mean", qname, None)] = depth
+    out[("publish_rate_msg_s", None, None)] = lam
+    if pq is not None:
+        for name, v in zip(("latency_p50_s", "latency_p95_s", "latency_p99_s"), pq, strict=True):
+            out[(name, None, None)] = v
+    return out
+
+
+def threads_of(c: Costs) -> int:
+    return max(1, c.threads)
+
+
+def _station_w(lam: float, dist: Any, n: int) -> float:
+    """Sojourn W of an M/M/n station with service ``dist`` (0 for a zero-time stage)."""
+    mean = float(dist.mean)
+    if mean == 0.0:
+        return 0.0
+    _require(_exponential(dist), "exponential service", f"a broker stage has cv {dist.cv:.3g}")
+    return analytic.mmn(lam, 1.0 / mean, n).w
+
+
+def _wait_quantile(p_wait: float, rate: float, q: float) -> float:
+    """q-quantile of the M/M/N wait: P(Wq > t) = C·exp(−(Nμ − λ)t)."""
+    if p_wait <= 1.0 - q:
+        return 0.0
+    return math.log(p_wait / (1.0 - q)) / rate

@@ -1,0 +1,217 @@
+"""Predict a run from its scenario and a calibration profile alone (DESIGN.md principle 5).
+
+    from emulator.predict import predict
+    result = predict(scenario, Path("runs/x"), replications=5)
+    result.summary["metrics"]          # per-metric means and 95 % CIs across replications
+
+``method="simulate"`` runs the SimPy model (``emulator.sim``) for each replication — in parallel
+processes when there are several — and writes into ``<out_dir>/predicted/``:
+
+- ``messages.parquet``, ``deliveries.parquet``, ``timeseries.parquet``, ``events.parquet``: all
+  replications (``replication`` column), exactly the record schemas of a live run;
+- ``ledger.json``: the ledger of replication 0 (the one a single live run pairs with); with more
+  than one replication also ``ledger.rep<N>.json`` for every N, and the across-replication
+  mean and CI in ``summary.json``'s ``ledger`` section;
+- ``summary.json``: per-metric means with 95 % intervals (see ``emulator.sim.summary``).
+
+``method="analytic"`` answers from the closed forms (``emulator.closed_form``) when the scenario
+meets their assumptions, and otherwise raises ``PredictionError`` naming the assumption that
+fails. It writes only ``summary.json`` (point values, no intervals, ``method: analytic``): the
+closed forms give steady-state means, not records.
+
+A prediction reads the scenario and the profile only; it never opens measured data.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PredictionError", "PredictionResult", "predict", "METHODS"]
+
+import json
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emulator.closed_form import analytic_figures
+from emulator.errors import PredictionError
+from emulator.profile import Profile, default_profile, load_profile
+from emulator.sim.model import SimResult
+from emulator.sim.runner import concat_tables, run_replications
+from emulator.sim.summary import replication_metrics, summarize
+from testbed.core.records import SCHEMAS, Ledger, write_table
+from testbed.core.scenario import Scenario
+from testbed.core.scenario_checks import offered_load
+from testbed.core.scenario_loader import load_scenario
+
+METHODS = ("simulate", "analytic")
+
+
+@dataclass(frozen=True)
+class PredictionResult:
+    """What ``predict`` wrote and its headline figures."""
+
+    out_dir: Path
+    """``<out_dir>/predicted``."""
+    method: str
+    replications: int
+    summary: dict[str, Any]
+    ledgers: list[Ledger] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)
+    messages: int = 0
+    wall_s: float = 0.0
+
+    def metric(self, name: str, queue: str | None = None, flow: str | None = None) -> Any:
+        """The summary entry for (metric, queue, flow), or None."""
+        for m in self.summary["metrics"]:
+            if m["metric"] == name and m["queue"] == queue and m["flow"] == flow:
+                return m
+        return None
+
+    def __str__(self) -> str:
+        tp = self.metric("throughput_msg_s")
+        lat = self.metric("latency_p50_s")
+
+        def fmt(m: Any, scale: float, unit: str) -> str:
+            if not m or m["predicted"] is None:
+                return "n/a"
+            ci = m.get("predicted_ci")
+            span = f" [{ci[0] * scale:.4g}, {ci[1] * scale:.4g}]" if ci else ""
+            return f"{m['predicted'] * scale:.4g}{span} {unit}"
+
+        return (
+            f"predicted {self.summary.get('scenario', '')} ({self.method}, "
+            f"{self.replications} replication(s)) -> {self.out_dir}: "
+            f"throughput {fmt(tp, 1, 'msg/s')}, latency p50 {fmt(lat, 1e3, 'ms')}"
+        )
+
+
+def _resolve(scenario: Scenario | str | Path, profile: Profile | str | Path | None) -> Any:
+    s = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    if profile is None:
+        prof = default_profile(s.broker.kind)
+    elif isinstance(profile, Profile):
+        prof = profile
+    else:
+        prof = load_profile(profile)
+    return s, prof
+
+
+def predict(
+    scenario: Scenario | str | Path,
+    out_dir: Path | str,
+    *,
+    method: str = "simulate",
+    profile: Profile | str | Path | None = None,
+    replications: int | None = None,
+    processes: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PredictionResult:
+    """Predict ``scenario`` into ``<out_dir>/predicted/`` (see the module docstring).
+
+    ``profile`` defaults to ``deploy/calibration/<broker kind>-local.yaml``; ``replications`` to
+    the scenario's; ``processes`` to 1 for small work (< 300k simulated messages in all) and
+    min(replications, CPUs) otherwise. ``progress`` receives one line per finished replication.
+    """
+    if method not in METHODS:
+        raise PredictionError(f"unknown prediction method {method!r}; expected one of {METHODS}")
+    s, prof = _resolve(scenario, profile)
+    n = replications if replications is not None else s.replications
+    if n < 1:
+        raise PredictionError(f"replications must be ≥ 1, got {n}")
+    out = Path(out_dir) / "predicted"
+    header = {
+        "scenario": s.name,
+        "method": method,
+        "seed": s.seed,
+        "profile": {
+            "source": prof.source,
+            "host": prof.host,
+            "broker": prof.broker.model_dump(),
+            "date": prof.date,
+        },
+    }
+    t0 = time.perf_counter()
+    if method == "analytic":
+        figures = analytic_figures(s, prof)  # refuses before anything is written
+        out.mkdir(parents=True, exist_ok=True)
+        body = summarize([figures])
+        summary = {
+            **header,
+            "replications": 1,
+            "window": {"start": float(s.warmup), "end": float(s.duration)},
+            **body,
+            "wall_s": time.perf_counter() - t0,
+        }
+        path = _write_json(out / "summary.json", summary)
+        return PredictionResult(
+            out, method, 1, summary, files={"summary": path}, wall_s=summary["wall_s"]
+        )
+
+    def report(res: SimResult) -> None:
+        if progress:
+            progress(
+                f"replication {res.replication}: {res.messages} messages, "
+                f"{res.wall_s:.1f}s wall ({res.messages / max(res.wall_s, 1e-9):,.0f} msg/s)"
+            )
+
+    try:
+        results = run_replications(s, prof, n, _processes(s, n, processes), report)
+    except BrokenProcessPool as e:
+        raise PredictionError(
+            "a replication worker process died; a script that calls predict() with several "
+            "processes must guard its entry point with `if __name__ == '__main__':` (workers "
+            "are spawned), or pass processes=1"
+        ) from e
+    tables = concat_tables(results)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {name: write_table(out, name, tables[name]) for name in SCHEMAS}
+    ledgers = [r.ledger for r in results]
+    ledgers[0].write(out / "ledger.json")
+    files["ledger"] = out / "ledger.json"
+    for stale in out.glob("ledger.rep*.json"):
+        os.remove(stale)
+    if n > 1:
+        for r in results:
+            r.ledger.write(out / f"ledger.rep{r.replication}.json")
+    per_rep = [replication_metrics(r.tables, r.ledger) for r in results]
+    start = float(s.warmup)
+    summary = {
+        **header,
+        "replications": n,
+        "window": {"start": start, "end": float(s.duration)},
+        **summarize(per_rep, ledgers),
+        "messages": sum(r.messages for r in results),
+        "wall_s": time.perf_counter() - t0,
+    }
+    files["summary"] = _write_json(out / "summary.json", summary)
+    return PredictionResult(
+        out,
+        method,
+        n,
+        summary,
+        ledgers=ledgers,
+        files=files,
+        messages=summary["messages"],
+        wall_s=summary["wall_s"],
+    )
+
+
+def _processes(s: Scenario, n: int, processes: int | None) -> int:
+    """Worker processes: as asked, else one when the work is small (a spawned worker costs
+    1–2 s to start, the time to simulate ~100k messages), else min(replications, CPUs)."""
+    if processes is not None:
+        return max(1, processes)
+    per_replication = sum(q.arrival_rate for q in offered_load(s).values()) * float(s.duration)
+    if per_replication * n < 300_000:
+        return 1
+    return max(1, min(n, os.cpu_count() or 1))
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> Path:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

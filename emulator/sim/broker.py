@@ -1,0 +1,330 @@
+"""The three broker service models of MODELS.md §3, behind one publish/requeue interface.
+
+Common to all: a message published at ``t`` reaches the broker after the network delay ``d``
+(plus the confirm-mode overhead for confirming producers), is routed to its queues (exchange
+routing is resolved once per routing key), and its copies enter the queues. The publisher hears
+back (``sender.on_confirm``) when it asked for a confirm — or, for closed producers of the
+``shared_lock`` model, when its write completed (§3b). Memory flow control: when the bytes
+accounted to queued copies exceed the threshold, publishers block at their next publish until
+the level falls again (RabbitMQ memory alarm / ActiveMQ producer flow control).
+
+- ``AmqpBroker`` (§3c): per publisher channel, a fan-out costs ``per_destination`` for each
+  extra queue; each queue is one FIFO process (Lindley recursion, service ``s_q(size)``); the
+  confirm follows the last copy's acceptance plus ``persistence(size)`` for persistent messages
+  on durable queues.
+- ``ThreadsBroker`` (§3a): an N-thread FIFO *receive* stage (enqueue; the confirm follows it)
+  and an N-thread FIFO *dispatch* stage that every delivery attempt passes before it can be
+  handed to a consumer (redeliveries after a visibility timeout pass it again: λ2 = λ/p, §4).
+  Both are computed by the Kiefer–Wolfowitz recursion (earliest-free thread) on arrival; a
+  copy is handed to the queue when its dispatch thread finishes.
+- ``SharedLockBroker`` (§3b): one lock per queue; a write holds it for the write time, a read
+  (dequeue + deliver to a consumer with credit) for the read time; when the lock frees and both
+  a writer and a reader wait, the next holder is "a writer" or "the reader" with equal
+  probability, the writer chosen uniformly among those waiting.
+
+Fault hooks (§6, later): ``up``/``paused`` are reported in the timeseries; an injector can stop
+the world by holding arrivals and requeues while down (see ``accept``), and extend ``free``/
+thread free times by a pause's length.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Broker", "AmqpBroker", "ThreadsBroker", "SharedLockBroker", "make_broker"]
+
+import heapq
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from emulator.sim.costs import Costs
+from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
+
+if TYPE_CHECKING:
+    from emulator.sim.queues import Queue
+
+Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
+
+
+class Broker:
+    """State and behaviour shared by the service models."""
+
+    kind = "base"
+    blocks_closed_until_written = False
+
+    def __init__(self, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int) -> None:
+        self.kernel = kernel
+        self.env = kernel.env
+        self.call = kernel.call
+        self.call_at = kernel.call_at
+        self.costs = costs
+        self.sizes = sizes  # message number -> size (bytes)
+        self.d = costs.d
+        self.mem = 0.0
+        self.mem_overhead = costs.memory_overhead
+        self.mem_threshold = costs.memory_threshold
+        self.blocked = False
+        self.waiters: list[Callable[[], None]] = []
+        self.up = True
+        self.pending = 0  # message copies not yet finished (for the drain)
+        self.on_discard: Callable[[Queue, int], None] | None = None  # hook: overflow losses
+        expected = 1e5
+        self.residual = costs.confirm_residual.sampler(
+            stream(seed, rep, "broker:confirm"), batch_for(expected)
+        )
+
+    # -- publish path -----------------------------------------------------------------------
+
+    def publish(
+        self,
+        sender: Sender,
+        m: int,
+        queues: tuple[Queue, ...],
+        notify: int,
+        persistent: bool,
+        extra: float = 0.0,
+    ) -> None:
+        """Called at the publish time; the message arrives after d (+ ``extra``)."""
+        self.call(self.d + extra, self._arrive, (sender, m, queues, notify, persistent))
+
+    def _arrive(self, ev: Any) -> None:
+        sender, m, queues, notify, persistent = ev.value
+        self.accept(sender, m, queues, notify, persistent)
+
+    def accept(
+        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
+        """The message is at the broker now (also the entry for follow-up publishes)."""
+        raise NotImplementedError
+
+    def _unroutable(self, sender: Sender, m: int, notify: int) -> None:
+        self.pending -= 1  # RabbitMQ drops (and confirms) an unroutable message
+        if notify:
+            self.call(self.d + self.residual(), sender.on_confirm, (m, notify))
+
+    def requeue(self, q: Queue, m: int, attempts: int) -> None:
+        """A lease expired: the copy becomes visible again."""
+        q.requeue(m, attempts, self.env.now)
+
+    def try_lock(self, q: Queue) -> None:  # pragma: no cover - shared_lock only
+        raise NotImplementedError
+
+    # -- disposal ---------------------------------------------------------------------------
+
+    def discard(self, q: Queue, m: int) -> None:
+        """A ready copy dropped by max-length overflow (lost)."""
+        self.mem -= self.sizes[m] + self.mem_overhead
+        self.pending -= 1
+        if self.blocked and self.mem <= self.mem_threshold:
+            self.unblock()
+        if self.on_discard is not None:
+            self.on_discard(q, m)
+
+    def dead_letter(self, q: Queue, m: int) -> None:
+        """Move a copy that exhausted its deliveries to the dead-letter queue (or drop it)."""
+        self.mem -= self.sizes[m] + self.mem_overhead
+        if q.dlq is not None:
+            q.dlq.enqueue(m, self.env.now)
+        else:
+            self.pending -= 1
+        if self.blocked and self.mem <= self.mem_threshold:
+            self.unblock()
+
+    # -- flow control -----------------------------------------------------------------------
+
+    def block(self) -> None:
+        self.blocked = True
+
+    def unblock(self) -> None:
+        self.blocked = False
+        waiters, self.waiters = self.waiters, []
+        for resume in waiters:
+            self.call(0.0, _resume, resume)
+
+    def wait_unblocked(self, resume: Callable[[], None]) -> None:
+        self.waiters.append(resume)
+
+
+def _resume(ev: Any) -> None:
+    ev.value()
+
+
+class AmqpBroker(Broker):
+    kind = "amqp"
+
+    def accept(
+        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
+        n = len(queues)
+        if n == 0:
+            self._unroutable(sender, m, notify)
+            return
+        now = self.env.now
+        size = self.sizes[m]
+        t = now
+        if n > 1:
+            ch = sender.channel_free
+            t = (t if t > ch else ch) + self.costs.per_destination * (n - 1)
+            sender.channel_free = t
+            self.pending += n - 1
+        acc = t
+        c = self.costs
+        for q in queues:
+            st = t if t > q.free else q.free
+            r = st + c.queue_a + c.queue_b * size
+            q.free = r
+            rc = r + c.persist_a + c.persist_b * size if persistent and q.durable else r
+            if rc > acc:
+                acc = rc
+            q.enqueue(m, r)
+        if notify:
+            self.call_at(acc + self.d + self.residual(), sender.on_confirm, (m, notify))
+
+
+class ThreadsBroker(Broker):
+    kind = "threads"
+
+    def __init__(self, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int) -> None:
+        super().__init__(kernel, costs, sizes, seed, rep)
+        n = max(1, costs.threads)
+        self.receive_free = [0.0] * n  # heaps of thread free times (Kiefer–Wolfowitz)
+        self.dispatch_free = [0.0] * n
+        self.receive = costs.receive.sampler(stream(seed, rep, "broker:receive"))
+        self.dispatch = costs.dispatch.sampler(stream(seed, rep, "broker:dispatch"))
+        self.zero_dispatch = costs.dispatch.mean == 0 and costs.dispatch.variance == 0
+
+    def accept(
+        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
+        n = len(queues)
+        if n == 0:
+            self._unroutable(sender, m, notify)
+            return
+        now = self.env.now
+        c = self.costs
+        svc = self.receive() + c.per_destination * (n - 1)
+        free = self.receive_free
+        f = free[0]
+        end = (now if now > f else f) + svc
+        heapq.heapreplace(free, end)
+        if n > 1:
+            self.pending += n - 1
+        if notify:
+            conf = end
+            if persistent and any(q.durable for q in queues):
+                conf += c.persist_a + c.persist_b * self.sizes[m]
+            self.call_at(conf + self.d + self.residual(), sender.on_confirm, (m, notify))
+        self.call_at(end, self._accepted, (m, queues))
+
+    def _accepted(self, ev: Any) -> None:
+        m, queues = ev.value
+        for q in queues:
+            if self.zero_dispatch:
+                q.enqueue(m, self.env.now)
+                continue
+            # N threads finish out of order: hand the copy over when its thread is done, so
+            # consumers see copies in completion order
+            q.admit(m)
+            q.staged += 1
+            self.call_at(self._dispatch_stage(), self._dispatched, (q, m, 0))
+
+    def _dispatched(self, ev: Any) -> None:
+        q, m, attempts = ev.value
+        q.staged -= 1
+        if attempts:
+            q.requeue(m, attempts, self.env.now)
+        else:
+            q.insert(m, self.env.now)
+
+    def _dispatch_stage(self) -> float:
+        now = self.env.now
+        free = self.dispatch_free
+        f = free[0]
+        end = (now if now > f else f) + self.dispatch()
+        heapq.heapreplace(free, end)
+        return end
+
+    def requeue(self, q: Queue, m: int, attempts: int) -> None:
+        """A redelivery passes the dispatch stage again (λ2 = λ/p, §4)."""
+        if self.zero_dispatch:
+            q.requeue(m, attempts, self.env.now)
+            return
+        q.staged += 1
+        self.call_at(self._dispatch_stage(), self._dispatched, (q, m, attempts))
+
+
+class SharedLockBroker(Broker):
+    kind = "shared_lock"
+    blocks_closed_until_written = True
+
+    def __init__(self, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int) -> None:
+        super().__init__(kernel, costs, sizes, seed, rep)
+        self.write = costs.lock_write.sampler(stream(seed, rep, "broker:lock-write"))
+        self.read = costs.lock_read.sampler(stream(seed, rep, "broker:lock-read"))
+        self.u = uniforms(stream(seed, rep, "broker:lock-choice"))
+        self.copies: dict[int, int] = {}  # fan-out copies still to be written before the confirm
+
+    def accept(
+        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
+        n = len(queues)
+        if n == 0:
+            self._unroutable(sender, m, notify)
+            return
+        if n > 1:
+            self.pending += n - 1
+            self.copies[m] = n
+        for q in queues:
+            q.writers.append((sender, m, notify, persistent))
+            self.try_lock(q)
+
+    def try_lock(self, q: Queue) -> None:
+        if q.lock_busy:
+            return
+        writers = q.writers
+        reader = bool(q.ready) and bool(q.avail) and not (q.in_order and q.unacked)
+        if not writers and not reader:
+            return
+        q.lock_busy = True
+        if writers and (not reader or self.u() < 0.5):
+            i = int(self.u() * len(writers)) if len(writers) > 1 else 0
+            writers[i], writers[-1] = writers[-1], writers[i]
+            self.call(self.write(), self._write_done, (q, writers.pop()))
+        else:
+            _, m = q.ready.popleft()
+            attempt = q.attempts.pop(m, 0) + 1
+            self.call(self.read(), self._read_done, (q, q.take_consumer(), m, attempt))
+
+    def _write_done(self, ev: Any) -> None:
+        q, (sender, m, notify, persistent) = ev.value
+        q.lock_busy = False
+        if notify and self._last_copy(m):
+            c = self.costs
+            extra = c.persist_a + c.persist_b * self.sizes[m] if persistent and q.durable else 0.0
+            self.call(self.d + extra, sender.on_confirm, (m, notify))
+        q.enqueue(m, self.env.now)  # enqueue calls try_lock
+
+    def _last_copy(self, m: int) -> bool:
+        left = self.copies.get(m)
+        if left is None:
+            return True
+        if left > 1:
+            self.copies[m] = left - 1
+            return False
+        del self.copies[m]
+        return True
+
+    def _read_done(self, ev: Any) -> None:
+        q, consumer, m, attempt = ev.value
+        q.lock_busy = False
+        consumer.deliver(q, m, attempt, self.env.now)
+        self.try_lock(q)
+
+
+def make_broker(
+    model: str, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int
+) -> Broker:
+    cls: type[Broker] = {
+        "amqp": AmqpBroker,
+        "threads": ThreadsBroker,
+        "shared_lock": SharedLockBroker,
+    }[model]
+    return cls(kernel, costs, sizes, seed, rep)

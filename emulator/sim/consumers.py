@@ -1,0 +1,237 @@
+"""Consumer instances (MODELS.md §3 "all three support consumers ...", §4, §1 chains).
+
+A consumer is one single-threaded client: deliveries reach it ``d`` (+ the amqp delivery
+residual δ(size), + the prefetch-1 overhead) after dispatch, wait in its local buffer, and are
+handled one at a time for ``service_time`` + the client's read overhead. Everything about one
+delivery is decided when it is dispatched (its handler start ``t_deliver``, end ``t_done`` and
+whether it fails), and one or two callbacks fire when the broker or the record must learn of it:
+
+- ``ack: after_processing`` — the ack reaches the broker at ``t_done + d``: the copy is deleted,
+  one credit returns, follow-ups are published. A failed attempt (probability
+  ``failure_probability``) is never acked: with a visibility timeout its lease expires at
+  dispatch + VT and it is redelivered (or dead-lettered after ``max_deliveries``); without
+  one it stays unacked, holding its credit, until the channel closes (outcome ``dropped``).
+- ``ack: after_receive`` — the ack is sent when the handler starts; a failure loses the message.
+- ``ack: auto`` — deleted at dispatch, no credit limit; a failure loses the message.
+- A lease that expires before the ack arrives (a slow consumer) is ``timed_out``: the copy is
+  redelivered and the late ack ignored; its follow-ups are still published.
+Follow-ups (message-driven chains): on success, each ``follow_ups`` entry whose ``on`` matches
+the message's type publishes, with its probability, a new message from this consumer at
+``t_done``; it reaches the broker at ``t_done + d``.
+
+Hooks for faults and autoscaling (§6–§8): ``epoch`` invalidates the pending callbacks of a
+crashed consumer; ``stop()`` detaches it gracefully (it finishes and acks what it holds).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Consumer", "FollowUp", "ACK_MODES"]
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from emulator.sim.recorder import OUTCOME_CODES
+
+if TYPE_CHECKING:
+    from emulator.sim.broker import Broker
+    from emulator.sim.queues import Queue
+    from emulator.sim.recorder import Recorder
+
+ACK_MODES = {"auto": 0, "after_receive": 1, "after_processing": 2}
+_AUTO, _RECEIVE, _PROCESSING = 0, 1, 2
+_ACKED = OUTCOME_CODES["acked"]
+_DROPPED = OUTCOME_CODES["dropped"]
+_TIMED_OUT = OUTCOME_CODES["timed_out"]
+_DEAD = OUTCOME_CODES["dead_lettered"]
+UNLIMITED = 1 << 60
+
+
+@dataclass
+class FollowUp:
+    """One chain link, resolved: names as recorder indices, destinations as queues."""
+
+    on: int  # flow index the consumed message must carry, -1 = any
+    probability: float
+    flow: int
+    dest: int
+    queues: tuple[Queue, ...]
+    size: Callable[[], float]
+    persistent: bool
+
+
+class Consumer:
+    """One consumer instance on one queue."""
+
+    def __init__(
+        self,
+        name: str,
+        idx: int,
+        broker: Broker,
+        rec: Recorder,
+        *,
+        ack: str,
+        prefetch: int,
+        service: Callable[[], float],
+        read: Callable[[], float],
+        failure_probability: float,
+        uniform: Callable[[], float],
+        follow_ups: list[FollowUp],
+        follow_uniform: Callable[[], float] | None = None,
+        extra_a: float = 0.0,
+        extra_b: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.idx = idx
+        self.broker = broker
+        self.rec = rec
+        self.ack = ACK_MODES[ack]
+        self.prefetch = prefetch
+        self.credit = UNLIMITED if (prefetch == 0 or ack == "auto") else prefetch
+        self.service = service
+        self.read = read
+        self.fail_p = failure_probability
+        self.u = uniform
+        self.follow_ups = follow_ups
+        self.u_follow = follow_uniform or uniform
+        self.extra_a = extra_a  # prefetch-1 overhead on the delivery path
+        self.extra_b = extra_b
+        self.free = 0.0  # the handler is busy until then
+        self.epoch = 0
+        self.active = False
+        self.queue: Queue | None = None
+        self.channel_free = 0.0  # for fan-out follow-ups (its publishing channel)
+        self.d = broker.d
+        self.call_at = broker.call_at
+        self.sizes = broker.sizes
+        self.flows = rec.m_flow
+        self.record = rec.delivery
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self, q: Queue) -> None:
+        self.queue = q
+        self.active = True
+        q.attach(self)
+
+    def stop(self) -> None:
+        """Graceful scale-down (§8): take nothing new; held copies are finished and acked."""
+        self.active = False
+        if self.queue is not None:
+            self.queue.detach(self)
+
+    # -- one delivery -----------------------------------------------------------------------
+
+    def deliver(self, q: Queue, m: int, attempt: int, t_disp: float) -> None:
+        """Copy ``m`` of queue ``q`` is dispatched to this consumer at ``t_disp``."""
+        size = self.sizes[m]
+        d = self.d
+        t = t_disp + d + q.deliver_a + self.extra_a + (q.deliver_b + self.extra_b) * size
+        if q.jitter is not None:
+            t += q.jitter()
+            if t < t_disp + d:
+                t = t_disp + d
+        start = t if t > self.free else self.free
+        done = start + self.service() + self.read()
+        self.free = done
+        ok = not (self.fail_p and self.u() < self.fail_p)
+        mode = self.ack
+        call_at = self.call_at
+        if mode == _AUTO:
+            q.remove(m, acked=False)
+            call_at(
+                done + d, self._finish, (q, m, attempt, start, done, _ACKED if ok else _DROPPED)
+            )
+            return
+        if mode == _RECEIVE:
+            ack_at: float | None = start + d
+        else:
+            ack_at = done + d if ok else None
+        vt = q.vt
+        if vt is not None and (ack_at is None or ack_at > t_disp + vt):
+            out = _TIMED_OUT if ok else _DROPPED
+            call_at(t_disp + vt, self._expire, (q, m, attempt, start, done, out, self.epoch))
+            if ok and self.follow_ups:
+                call_at(done + d, self._late_follow_ups, (m, done))
+            return
+        if ack_at is None:  # failed, no visibility timeout: unacked until the channel closes
+            call_at(done, self._held, (q, m, attempt, start, done))
+        elif mode == _PROCESSING:
+            call_at(ack_at, self._acked, (q, m, attempt, start, done, self.epoch))
+        else:
+            call_at(ack_at, self._early_ack, (q, m, self.epoch))
+            call_at(
+                done + d, self._finish, (q, m, attempt, start, done, _ACKED if ok else _DROPPED)
+            )
+
+    # -- callbacks --------------------------------------------------------------------------
+
+    def _acked(self, ev: Any) -> None:
+        q, m, attempt, start, done, epoch = ev.value
+        if epoch != self.epoch:
+            return
+        self.record(m, q.idx, self.idx, attempt, start, done, _ACKED)
+        q.remove(m)
+        self.broker.pending -= 1
+        self._credit(q)
+        if self.follow_ups:
+            self._publish_follow_ups(m, done)
+
+    def _early_ack(self, ev: Any) -> None:
+        q, m, epoch = ev.value
+        if epoch != self.epoch:
+            return
+        q.remove(m)
+        self._credit(q)
+
+    def _finish(self, ev: Any) -> None:
+        q, m, attempt, start, done, out = ev.value
+        self.record(m, q.idx, self.idx, attempt, start, done, out)
+        self.broker.pending -= 1
+        if out == _ACKED and self.follow_ups:
+            self._publish_follow_ups(m, done)
+
+    def _held(self, ev: Any) -> None:
+        q, m, attempt, start, done = ev.value
+        self.record(m, q.idx, self.idx, attempt, start, done, _DROPPED)
+
+    def _expire(self, ev: Any) -> None:
+        q, m, attempt, start, done, out, epoch = ev.value
+        if epoch != self.epoch:
+            return
+        q.release(m)
+        if attempt >= q.max_deliveries:
+            self.record(m, q.idx, self.idx, attempt, start, done, _DEAD)
+            self.broker.dead_letter(q, m)
+        else:
+            self.record(m, q.idx, self.idx, attempt, start, done, out)
+            self.broker.requeue(q, m, attempt)
+        self._credit(q)
+
+    def _late_follow_ups(self, ev: Any) -> None:
+        m, done = ev.value
+        self._publish_follow_ups(m, done)
+
+    def _credit(self, q: Queue) -> None:
+        self.credit += 1
+        if self.credit == 1 and self.active:
+            q.avail.append(self)
+        q.pump()
+
+    # -- chains -----------------------------------------------------------------------------
+
+    def _publish_follow_ups(self, m: int, t: float) -> None:
+        flow = self.flows[m]
+        broker = self.broker
+        new = self.rec.new_message
+        for f in self.follow_ups:
+            if f.on >= 0 and f.on != flow:
+                continue
+            if f.probability < 1.0 and self.u_follow() >= f.probability:
+                continue
+            m2 = new(f.flow, f.dest, self.idx, f.size(), t, t)
+            broker.pending += 1
+            broker.accept(self, m2, f.queues, 0, f.persistent)
+
+    def on_confirm(self, ev: Any) -> None:  # follow-ups do not ask for confirms
+        return

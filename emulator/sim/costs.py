@@ -1,0 +1,126 @@
+"""From a calibration profile to the simulator's per-message costs (MODELS.md §3, §9).
+
+The profile holds what calibration measures — end-to-end latency fits, write (publish →
+confirm) and read (deliver → ack) times, overhead regressions — and this module splits them
+into the pieces the service models need, so that the model reproduces the calibrated figures at
+light load and adds queueing on top:
+
+- network delay ``d`` on every client↔broker hop (publish, confirm, deliver, ack);
+- amqp: queue-process service ``s_q(size)`` (queueing resource, one per queue) and a
+  non-queueing delivery residual ``δ(size) = L(size) − 2d − s_q(size)`` where ``L`` is the base
+  latency fit of the load variant nearest the queue's offered rate, spread by the fit's ``sd``
+  when the profile gives one (zero-mean noise from ``fit(δ, sd)``); the publisher-confirm
+  residual ``write − 2d − s_q(ref) − confirm_overhead(ref)`` (mean; the sd is the write sd);
+- threads: receive- and dispatch-stage service distributions; the confirm residual is
+  ``write − 2d − receive``;
+- shared_lock: the lock is held ``write − 2d`` by a writer and ``read`` by a reader (GSPN §3b);
+- all models: ``persistence(size)`` between acceptance and the confirm of a persistent message
+  on a durable queue; ``confirm_overhead(size)`` on the publish path of confirming producers;
+  ``prefetch_overhead(size)`` on the delivery path of prefetch-1 consumers; the fan-out cost
+  per extra destination; the consumer's client overhead ``read`` after its service time
+  (amqp, threads); ``publish_time`` of the client per publish without confirms.
+Residuals are floored at zero: a profile whose parts exceed the measured total is not an error.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Costs", "derive_costs"]
+
+from dataclasses import dataclass
+
+from emulator.profile import Fitted, MomentFit, Profile
+
+
+@dataclass(frozen=True)
+class Costs:
+    model: str
+    d: float
+    queue_a: float
+    queue_b: float
+    persist_a: float
+    persist_b: float
+    confirm_over_a: float
+    confirm_over_b: float
+    prefetch_over_a: float
+    prefetch_over_b: float
+    per_destination: float
+    publish: Fitted
+    confirm_residual: Fitted
+    read: Fitted
+    receive: Fitted
+    dispatch: Fitted
+    lock_write: Fitted
+    lock_read: Fitted
+    threads: int
+    memory_overhead: float
+    memory_base: float
+    memory_threshold: float
+    profile: Profile
+
+    def delivery_jitter(self, rate: float) -> Fitted | None:
+        """Distribution whose deviation from its mean spreads δ (None: δ is a constant).
+
+        ``fit(δ(reference size), sd)`` of the base latency variant for ``rate`` (amqp only).
+        """
+        if self.model != "amqp":
+            return None
+        fit = self.profile.base_latency(rate)
+        a, b = self.delivery_residual(rate)
+        mean = a + b * self.profile.reference_size
+        if fit.sd <= 0 or mean <= 0:
+            return None
+        return MomentFit(mean=mean, sd=fit.sd).distribution()
+
+    def delivery_residual(self, rate: float) -> tuple[float, float]:
+        """amqp δ(size) = a + b·size for a queue offered ``rate`` msg/s (0 for other models)."""
+        if self.model != "amqp":
+            return 0.0, 0.0
+        fit = self.profile.base_latency(rate)
+        return (
+            max(fit.a - 2 * self.d - self.queue_a, 0.0),
+            max(fit.b - self.queue_b, 0.0),
+        )
+
+
+def derive_costs(profile: Profile, model: str, threads: int, memory_limit: float) -> Costs:
+    """Costs for service model ``model`` with ``threads`` broker threads (threads model)."""
+    d = profile.network_delay
+    ref = profile.reference_size
+    qs = profile.queue_service
+    co = profile.confirm_overhead
+    w = profile.write_time
+    if model == "amqp":
+        residual = w.distribution(-(2 * d + qs.at(ref) + co.at(ref)))
+    elif model == "threads":
+        residual = w.distribution(-(2 * d + profile.threads.receive.mean + co.at(ref)))
+    else:
+        residual = _zero()
+    return Costs(
+        model=model,
+        d=d,
+        queue_a=qs.a if model == "amqp" else 0.0,
+        queue_b=qs.b if model == "amqp" else 0.0,
+        persist_a=profile.persistence.a,
+        persist_b=profile.persistence.b,
+        confirm_over_a=co.a,
+        confirm_over_b=co.b,
+        prefetch_over_a=profile.prefetch_overhead.a,
+        prefetch_over_b=profile.prefetch_overhead.b,
+        per_destination=profile.routing.per_destination,
+        publish=profile.publish_time.distribution(),
+        confirm_residual=residual,
+        read=profile.read_time.distribution() if model != "shared_lock" else _zero(),
+        receive=profile.threads.receive.distribution(),
+        dispatch=profile.threads.dispatch.distribution(),
+        lock_write=w.distribution(-2 * d),
+        lock_read=profile.read_time.distribution(),
+        threads=threads,
+        memory_overhead=profile.memory.per_message_overhead,
+        memory_base=profile.memory.base_bytes,
+        memory_threshold=memory_limit * profile.memory.high_watermark,
+        profile=profile,
+    )
+
+
+def _zero() -> Fitted:
+    return MomentFit(mean=0.0).distribution()

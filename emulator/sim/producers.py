@@ -1,0 +1,186 @@
+"""Producer instances: open-loop schedules and closed loops (MODELS.md §1).
+
+An open-loop producer follows ``testbed.core.arrivals.schedule``: each message has an intended
+send time; it is published then, or later if the client is still busy — blocked waiting for the
+previous publisher confirm (pika's blocking confirms: one outstanding publish), busy with the
+previous publish call (``publish_time``), or blocked by broker flow control. The lateness stays
+visible as ``t_publish - t_intended``. The producer is thus the §3a *sender stage*: one server
+per instance.
+
+A closed-loop producer thinks, publishes (``t_intended`` = end of think), and is blocked until
+the send completes — until the confirm arrives when it asks for confirms (and, in the
+``shared_lock`` model, until its write completed, §3b), otherwise for the publish call — then
+thinks again (the machine-repairman shape of §5's MVA).
+
+Every instance has its own random streams (arrivals, sizes, routing-key choice), so adding a
+producer never shifts the others.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Producer", "picker"]
+
+import math
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from emulator.sim.broker import Broker
+    from emulator.sim.queues import Queue
+    from emulator.sim.recorder import Recorder
+
+
+def picker(rng: np.random.Generator, k: int, batch: int = 1024) -> Callable[[], int]:
+    """A fast zero-argument uniform choice among ``range(k)``."""
+
+    def gen() -> Iterator[int]:
+        while True:
+            yield from rng.integers(0, k, batch).tolist()
+
+    return gen().__next__
+
+
+class Producer:
+    """One producer instance."""
+
+    def __init__(
+        self,
+        name: str,
+        idx: int,
+        broker: Broker,
+        rec: Recorder,
+        *,
+        flow: int,
+        dest: int,
+        routes: list[tuple[Queue, ...]],
+        pick: Callable[[], int] | None,
+        size: Callable[[], float],
+        publish_cost: Callable[[], float],
+        confirms: bool,
+        persistent: bool,
+        confirm_extra: tuple[float, float],
+        start: float,
+        stop: float,
+        max_messages: int | None,
+        times: Iterator[float] | None = None,
+        think: Callable[[], float] | None = None,
+        on_done: Callable[[Producer], None] = lambda p: None,
+    ) -> None:
+        if (times is None) == (think is None):
+            raise ValueError("a producer is either open-loop (times) or closed-loop (think)")
+        self.name = name
+        self.idx = idx
+        self.broker = broker
+        self.env = broker.env
+        self.call_at = broker.call_at
+        self.call = broker.call
+        self.new = rec.new_message
+        self.confirm_record = rec.confirm
+        self.flow = flow
+        self.dest = dest
+        self.routes = routes
+        self.pick = pick
+        self.size = size
+        self.publish_cost = publish_cost
+        self.confirms = confirms
+        self.persistent = persistent
+        self.extra_a, self.extra_b = confirm_extra if confirms else (0.0, 0.0)
+        self.start = start
+        self.stop = stop
+        self.max = max_messages if max_messages is not None else math.inf
+        self.times = times
+        self.think = think
+        self.on_done = on_done
+        self.closed = think is not None
+        if confirms:
+            self.notify = 1
+        elif self.closed and broker.blocks_closed_until_written:
+            self.notify = 2
+        else:
+            self.notify = 0
+        self.sent = 0
+        self.ready = 0.0  # the client can publish again from then
+        self.t_int = 0.0
+        self.channel_free = 0.0  # its channel's fan-out routing work (amqp)
+        self.done = False
+
+    def begin(self) -> None:
+        """Schedule the first send (call at time 0)."""
+        if self.closed:
+            assert self.think is not None
+            self.call_at(self.start + self.think(), self._fire_closed)
+        else:
+            self._next()
+
+    def _finish(self) -> None:
+        if not self.done:
+            self.done = True
+            self.on_done(self)
+
+    # -- open loop --------------------------------------------------------------------------
+
+    def _next(self) -> None:
+        if self.sent >= self.max:
+            self._finish()
+            return
+        assert self.times is not None
+        t = next(self.times, None)
+        if t is None:
+            self._finish()
+            return
+        self.t_int = t
+        self.call_at(t if t > self.ready else self.ready, self._fire_open)
+
+    def _fire_open(self, ev: Any = None) -> None:
+        b = self.broker
+        if b.blocked:
+            b.wait_unblocked(self._fire_open)
+            return
+        now = self.env.now
+        self._publish(self.t_int, now)
+        if self.notify:
+            return  # on_confirm continues
+        self.ready = now + self.publish_cost()
+        self._next()
+
+    # -- closed loop ------------------------------------------------------------------------
+
+    def _fire_closed(self, ev: Any = None) -> None:
+        now = self.env.now
+        if now >= self.stop or self.sent >= self.max:
+            self._finish()
+            return
+        b = self.broker
+        if b.blocked:
+            b.wait_unblocked(self._fire_closed)
+            return
+        self._publish(now, now)
+        if not self.notify:
+            assert self.think is not None
+            self.call(self.publish_cost() + self.think(), self._fire_closed)
+
+    # -- both -------------------------------------------------------------------------------
+
+    def _publish(self, t_int: float, now: float) -> int:
+        size = self.size()
+        queues = self.routes[self.pick()] if self.pick is not None else self.routes[0]
+        m = self.new(self.flow, self.dest, self.idx, size, t_int, now)
+        self.sent += 1
+        b = self.broker
+        b.pending += 1
+        b.publish(self, m, queues, self.notify, self.persistent, self.extra_a + self.extra_b * size)
+        return m
+
+    def on_confirm(self, ev: Any) -> None:
+        m, notify = ev.value
+        now = self.env.now
+        if notify == 1:
+            self.confirm_record(m, now)
+        if self.closed:
+            assert self.think is not None
+            self.call(self.think(), self._fire_closed)
+        else:
+            self.ready = now
+            self._next()

@@ -1,0 +1,156 @@
+"""Simulator performance: messages per wall second, growth with size, peak memory.
+
+    .venv/bin/python tests/bench/bench_sim.py            # ~1 min on a 2-vCPU machine
+    .venv/bin/python tests/bench/bench_sim.py --quick    # skips the 1e6-message run
+
+A plain script that prints figures (not a timed unit test). The scenario is quickstart-shaped
+(two Poisson producers with publisher confirms → one queue → consumers with exponential
+service, amqp model, the default RabbitMQ profile) with 4 consumers; rates are scaled up so
+that short simulated durations carry many messages (ρ ≈ 0.6).
+
+1. Throughput: simulated messages per wall second of ``env.run`` on one core (best of 3).
+2. Growth: a whole single-replication ``predict()`` (simulate, build tables, write Parquet,
+   summarise) at 1e4, 1e5, 1e6 messages in fresh processes; cost per message must stay flat.
+3. Peak memory: the max RSS of those processes (``resource.getrusage``), the 1e6 one being
+   the figure asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+RATE_PER_PRODUCER = 2000.0  # 2 producers → 4,000 msg/s offered; 4 consumers × 1/0.6 ms
+
+SCENARIO = """
+name: bench-quickstart4
+seed: 42
+duration: {duration}s
+warmup: 1s
+drain_timeout: 30s
+broker: {{kind: rabbitmq}}
+topology:
+  queues: [{{name: work, durable: true}}]
+producers:
+  - {{name: orders, count: 2, queue: work, arrival: {{kind: poisson, rate: {rate}/s}},
+      size: 1KB, confirms: true}}
+consumers:
+  - {{name: workers, queue: work, count: 4, prefetch: 10, ack: after_processing,
+      service_time: {{kind: exponential, mean: 0.6ms}}}}
+"""
+
+
+def scenario(messages: float):  # type: ignore[no-untyped-def]
+    from testbed.core.scenario_loader import parse_scenario
+
+    duration = max(messages / (2 * RATE_PER_PRODUCER), 2.0)
+    s, issues = parse_scenario(SCENARIO.format(duration=duration, rate=RATE_PER_PRODUCER))
+    assert s is not None, [str(i) for i in issues]
+    return s
+
+
+def throughput(messages: float) -> tuple[float, int]:
+    """Best-of-3 simulated messages per wall second of the event loop alone."""
+    from emulator.profile import default_profile
+    from emulator.sim.model import Model
+
+    best, count = 0.0, 0
+    for rep in range(3):
+        m = Model(scenario(messages), default_profile("rabbitmq"), rep)
+        t0 = time.perf_counter()
+        m.env.run(until=m.stop_event)
+        wall = time.perf_counter() - t0
+        count = m.rec.messages
+        best = max(best, count / wall)
+    return best, count
+
+
+def child(messages: float) -> None:
+    """One whole prediction in this (fresh) process; prints a JSON line of figures."""
+    from emulator.predict import predict
+
+    sim = {}
+
+    def progress_result(line: str) -> None:
+        sim["line"] = line
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        res = predict(
+            scenario(messages), Path(tmp), replications=1, processes=1, progress=progress_result
+        )
+        wall = time.perf_counter() - t0
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "messages": res.messages,
+                "wall_s": wall,
+                "peak_rss_mib": rss_kib / 1024,
+                "progress": sim.get("line", ""),
+            }
+        )
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip the 1e6-message run")
+    ap.add_argument("--child", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child)
+        return
+
+    rate, n = throughput(2e5)
+    print(
+        f"1. throughput (event loop, one core, {n:,} messages, best of 3): "
+        f"{rate:,.0f} simulated msg/s   (target ≥ 50,000)"
+    )
+
+    sizes = [1e4, 1e5] if args.quick else [1e4, 1e5, 1e6]
+    rows = []
+    for size in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(size)],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print("2. growth of a whole predict() (1 replication, fresh process each):")
+    print(f"   {'messages':>10} {'wall s':>8} {'µs/msg':>8} {'peak RSS MiB':>13}")
+    for r in rows:
+        print(
+            f"   {r['messages']:>10,} {r['wall_s']:>8.2f} {1e6 * r['wall_s'] / r['messages']:>8.1f}"
+            f" {r['peak_rss_mib']:>13.0f}"
+        )
+    per = [r["wall_s"] / r["messages"] for r in rows]
+    ratio = per[-1] / per[1]
+    print(
+        f"   cost per message, {rows[-1]['messages']:,} vs {rows[1]['messages']:,}: ×{ratio:.2f} "
+        f"({'linear' if ratio < 1.3 else 'NOT linear'}; the 1e4 run is dominated by start-up)"
+    )
+    big = rows[-1]
+    extra = (big["peak_rss_mib"] - rows[0]["peak_rss_mib"]) / (
+        big["messages"] - rows[0]["messages"]
+    )
+    print(
+        f"3. peak memory of a {big['messages']:,}-message prediction: "
+        f"{big['peak_rss_mib']:.0f} MiB RSS (≈{extra * 2**20:.0f} bytes per message "
+        f"above a {rows[0]['peak_rss_mib']:.0f} MiB base)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -100,9 +100,10 @@ class Broker:
         if notify:
             self.call(self.d + self.residual(), sender.on_confirm, (m, notify))
 
-    def requeue(self, q: Queue, m: int, attempts: int) -> None:
-        """A lease expired: the copy becomes visible again."""
-        q.requeue(m, attempts, self.env.now)
+    def requeue(self, q: Queue, m: int, attempts: int, tail: bool = False) -> None:
+        """A lease expired or an attempt was nacked: the copy becomes visible again, at the head
+        (nack-requeue) or the tail (a re-enqueued visibility-timeout copy)."""
+        q.requeue(m, attempts, self.env.now, tail)
 
     def try_lock(self, q: Queue) -> None:  # pragma: no cover - shared_lock only
         raise NotImplementedError
@@ -242,10 +243,10 @@ class ThreadsBroker(Broker):
         heapq.heapreplace(free, end)
         return end
 
-    def requeue(self, q: Queue, m: int, attempts: int) -> None:
+    def requeue(self, q: Queue, m: int, attempts: int, tail: bool = False) -> None:
         """A redelivery passes the dispatch stage again (λ2 = λ/p, §4)."""
         if self.zero_dispatch:
-            q.requeue(m, attempts, self.env.now)
+            q.requeue(m, attempts, self.env.now, tail)
             return
         q.staged += 1
         self.call_at(self._dispatch_stage(), self._dispatched, (q, m, attempts))

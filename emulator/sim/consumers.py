@@ -8,9 +8,14 @@ whether it fails), and one or two callbacks fire when the broker or the record m
 
 - ``ack: after_processing`` — the ack reaches the broker at ``t_done + d``: the copy is deleted,
   one credit returns, follow-ups are published. A failed attempt (probability
-  ``failure_probability``) is never acked: with a visibility timeout its lease expires at
-  dispatch + VT and it is redelivered (or dead-lettered after ``max_deliveries``); without
-  one it stays unacked, holding its credit, until the channel closes (outcome ``dropped``).
+  ``failure_probability``) is decided when the handler starts and takes no service time (the
+  live consumer drops it before serving). With a visibility timeout the consumer hands it back
+  at once (its credit returns at ``start + d``) and the copy becomes visible again, at the
+  tail, VT after the handler took it up — or is dead-lettered at once if that was attempt
+  ``max_deliveries`` (outcome ``timed_out``/``dead_lettered``; live:
+  testbed/control/visibility.py). Without one it is nacked and requeued at once (``nacked``).
+  In-order queues keep a failed copy leased (unacked) until VT expires, so that no newer
+  message overtakes it.
 - ``ack: after_receive`` — the ack is sent when the handler starts; a failure loses the message.
 - ``ack: auto`` — deleted at dispatch, no credit limit; a failure loses the message.
 - A lease that expires before the ack arrives (a slow consumer) is ``timed_out``: the copy is
@@ -44,6 +49,7 @@ _ACKED = OUTCOME_CODES["acked"]
 _DROPPED = OUTCOME_CODES["dropped"]
 _TIMED_OUT = OUTCOME_CODES["timed_out"]
 _DEAD = OUTCOME_CODES["dead_lettered"]
+_NACKED = OUTCOME_CODES["nacked"]
 UNLIMITED = 1 << 60
 
 
@@ -132,11 +138,18 @@ class Consumer:
             if t < t_disp + d:
                 t = t_disp + d
         start = t if t > self.free else self.free
-        done = start + self.service() + self.read()
-        self.free = done
         ok = not (self.fail_p and self.u() < self.fail_p)
+        done = start + (self.service() if ok else 0.0) + self.read()
+        self.free = done
         mode = self.ack
         call_at = self.call_at
+        if not ok and mode == _PROCESSING and not q.in_order:
+            vt = q.vt
+            if vt is not None:
+                call_at(done + d, self._failed, (q, m, attempt, start, start + vt, self.epoch))
+            else:
+                call_at(done + d, self._nacked, (q, m, attempt, start, done, self.epoch))
+            return
         if mode == _AUTO:
             q.remove(m, acked=False)
             call_at(
@@ -194,6 +207,34 @@ class Consumer:
     def _held(self, ev: Any) -> None:
         q, m, attempt, start, done = ev.value
         self.record(m, q.idx, self.idx, attempt, start, done, _DROPPED)
+
+    def _failed(self, ev: Any) -> None:
+        """A failed attempt handed back under a visibility timeout (credit returns now)."""
+        q, m, attempt, start, visible_at, epoch = ev.value
+        if epoch != self.epoch:
+            return
+        q.release(m)
+        if attempt >= q.max_deliveries:
+            self.record(m, q.idx, self.idx, attempt, start, self.broker.env.now, _DEAD)
+            self.broker.dead_letter(q, m)
+        else:
+            self.record(m, q.idx, self.idx, attempt, start, visible_at, _TIMED_OUT)
+            self.call_at(visible_at, self._visible, (q, m, attempt))
+        self._credit(q)
+
+    def _visible(self, ev: Any) -> None:
+        q, m, attempt = ev.value
+        self.broker.requeue(q, m, attempt, tail=True)
+
+    def _nacked(self, ev: Any) -> None:
+        """A failed attempt without visibility timeout: nack(requeue) puts it back at once."""
+        q, m, attempt, start, done, epoch = ev.value
+        if epoch != self.epoch:
+            return
+        q.release(m)
+        self.record(m, q.idx, self.idx, attempt, start, done, _NACKED)
+        self.broker.requeue(q, m, attempt)
+        self._credit(q)
 
     def _expire(self, ev: Any) -> None:
         q, m, attempt, start, done, out, epoch = ev.value

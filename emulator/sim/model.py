@@ -30,7 +30,6 @@ from emulator.sim.broker import make_broker
 from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
-from emulator.sim.ledger import ledger_from_tables
 from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
 from emulator.sim.recorder import Recorder
@@ -38,6 +37,7 @@ from testbed.core.arrivals import schedule
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
 from testbed.core.scenario_checks import arrival_mean_rate, offered_load
+from testbed.observe.ledger import compute_ledger
 
 
 def _begin(ev: Any) -> None:
@@ -314,7 +314,7 @@ class Model:
         return SimResult(
             replication=self.replication,
             tables=tables,
-            ledger=ledger_from_tables(tables["messages"], tables["deliveries"]),
+            ledger=compute_ledger(tables["messages"], tables["deliveries"]),
             messages=self.rec.messages,
             sim_end=float(self.env.now),
             wall_s=time.perf_counter() - t0,

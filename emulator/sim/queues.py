@@ -131,10 +131,14 @@ class Queue:
             if self.max_length is not None:
                 self._overflow()
 
-    def requeue(self, m: int, attempts: int, ready_at: float) -> None:
-        """A copy whose lease expired is visible again (at the head) after ``attempts``."""
+    def requeue(self, m: int, attempts: int, ready_at: float, tail: bool = False) -> None:
+        """A copy is visible again after ``attempts``: at the head (nack-requeue, lease expiry)
+        or at the tail (a re-enqueued copy)."""
         self.attempts[m] = attempts
-        self.ready.appendleft((ready_at, m))
+        if tail:
+            self.ready.append((ready_at, m))
+        else:
+            self.ready.appendleft((ready_at, m))
         self.pump()
 
     def _overflow(self) -> None:

@@ -1,21 +1,3 @@
-"""mqbed testbed.observe: broker statistics pollers (and, beside them, exporters and ledger)."""
-
-from __future__ import annotations
-
-__all__ = [
-    "ActiveMQStatsPoller",
-    "BrokerStats",
-    "QueueStats",
-    "RabbitMQStatsPoller",
-    "StatsPoller",
-    "make_stats_poller",
-]
-
-from testbed.observe.stats import (
-    ActiveMQStatsPoller,
-    BrokerStats,
-    QueueStats,
-    RabbitMQStatsPoller,
-    StatsPoller,
-    make_stats_poller,
-)
+"""Observation: broker statistics pollers (stats.py), the timeseries sampler, the ledger,
+environment facts and metric exporters. Import the submodules directly; this package imports
+nothing, so the simulator can use the ledger without loading broker clients."""

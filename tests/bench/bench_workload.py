@@ -1,0 +1,170 @@
+"""Live-workload benchmark: prints measured figures (never asserts a speed).
+
+    python tests/bench/bench_workload.py [--quick] [--home DIR] [--json FILE]
+
+1. Rate fidelity: one Poisson producer at 1,000 msg/s through `mqbed run` (Locust, recording
+   on): achieved rate in the load window against the target and against the schedule, and the
+   publish delay (t_publish - t_intended) p50/p99/max.
+2. Generator efficiency: msg/s one Locust worker process publishes (transient, no confirms,
+   200 B, recording on) against a bare pika `basic_publish` loop on the same broker in the same
+   run. Target ratio >= 0.7.
+3. Recording overhead: RSS growth while appending one million delivery rows through the
+   batched writer, and bytes per row on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+from rich.console import Console
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from testbed.backends.local import LocalBackend  # noqa: E402
+from testbed.core.records import RecordWriter, merge_parts  # noqa: E402
+from testbed.run import run_scenario  # noqa: E402
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _run(home: Path, out: Path, text: str) -> Path:
+    f = out / "scenario.yaml"
+    f.write_text(textwrap.dedent(text))
+    return run_scenario(f, home=home, out_dir=out / "runs", predict=False,
+                        console=Console(stderr=True, quiet=True)).run_dir
+
+
+def rate_fidelity(home: Path, out: Path, seconds: int) -> dict[str, Any]:
+    run_dir = _run(home, out, f"""
+        name: bench-rate
+        duration: {seconds + 2}s
+        warmup: 2s
+        drain_timeout: 20s
+        topology: {{queues: [{{name: rate}}]}}
+        producers: [{{name: p, queue: rate, arrival: {{kind: poisson, rate: 1000/s}}, size: 200B}}]
+        consumers: [{{name: c, queue: rate, count: 1, prefetch: 200, ack: auto}}]
+        """)
+    m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
+    load = m[(m.t_intended >= 2.0) & (m.t_intended < seconds + 2.0)]
+    sent_in_window = int(((m.t_publish >= 2.0) & (m.t_publish < seconds + 2.0)).sum())
+    delay_ms = (load.t_publish - load.t_intended) * 1e3
+    return {
+        "target_msg_s": 1000.0,
+        "achieved_msg_s": sent_in_window / seconds,
+        "scheduled_msg_s": len(load) / seconds,
+        "achieved_vs_target_pct": 100.0 * (sent_in_window / seconds / 1000.0 - 1.0),
+        "achieved_vs_schedule_pct": 100.0 * (sent_in_window / max(1, len(load)) - 1.0),
+        "publish_delay_ms": {q: float(np.percentile(delay_ms, p)) for q, p in
+                             (("p50", 50), ("p99", 99), ("p999", 99.9))} | {
+            "max": float(delay_ms.max())},
+        "run_dir": str(run_dir),
+    }
+
+
+def bare_pika(home: Path, seconds: float) -> float:
+    import pika
+
+    (ep,) = [e for e in LocalBackend(home).endpoints() if e.kind == "rabbitmq"]
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        ep.host, ep.port, credentials=pika.PlainCredentials(ep.username, ep.password)))
+    ch = conn.channel()
+    ch.queue_declare("bench-bare", arguments={"x-max-length": 10000})
+    body = b"m" * 200
+    n = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(100):
+            ch.basic_publish("", "bench-bare", body)
+        n += 100
+    rate = n / seconds
+    ch.queue_delete("bench-bare")
+    conn.close()
+    return rate
+
+
+def generator(home: Path, out: Path, seconds: int) -> dict[str, Any]:
+    run_dir = _run(home, out, f"""
+        name: bench-generator
+        duration: {seconds + 1}s
+        warmup: 1s
+        drain_timeout: 0s
+        overload: true
+        topology: {{queues: [{{name: gen, max_length: 10000, durable: false}}]}}
+        producers: [{{name: p, queue: gen, arrival: {{kind: constant, rate: 1000000/s}}, size: 200B}}]
+        """)
+    m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
+    window = m[(m.t_publish >= 1.0) & (m.t_publish < seconds + 1.0)]
+    locust_rate = len(window) / seconds
+    bare = bare_pika(home, seconds)
+    return {"locust_worker_msg_s": locust_rate, "bare_pika_msg_s": bare,
+            "ratio": locust_rate / bare, "target_ratio": 0.7}
+
+
+def recording(out: Path, rows: int = 1_000_000) -> dict[str, Any]:
+    before = _rss_bytes()
+    peak = before
+    w = RecordWriter(out / "rec", "deliveries", "bench", batch_rows=5000)
+    t0 = time.perf_counter()
+    for i in range(rows):
+        w.append((f"tok.r0.p.0.0.{i}", "q", "c.0.0", 1, float(i), float(i) + 0.001, "acked",
+                  False, 0.0012, 0))
+        if i % 50_000 == 0:
+            peak = max(peak, _rss_bytes())
+    w.close()
+    append_s = time.perf_counter() - t0
+    path = merge_parts(out / "rec", "deliveries")
+    size = path.stat().st_size
+    return {"rows": rows, "append_us_per_row": 1e6 * append_s / rows,
+            "rss_growth_mb_while_running": (peak - before) / 1e6,
+            "disk_bytes_per_row": size / rows, "disk_mb_per_million": size / rows * 1e6 / 1e6,
+            "parquet_rows": pq.read_metadata(path).num_rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short runs (CI): machinery, not numbers")
+    ap.add_argument("--home", type=Path, help="testbed home with a running RabbitMQ (else one is started)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    seconds = 3 if args.quick else 20
+    with tempfile.TemporaryDirectory(prefix="mqbed-bench-") as tmp:
+        out = Path(tmp)
+        backend = LocalBackend(args.home or out / "home")
+        started = not any(e.kind == "rabbitmq" for e in backend.endpoints())
+        if started:
+            backend.up(["rabbitmq"], detach=False)
+        try:
+            results = {
+                "rate_fidelity": rate_fidelity(backend.home, out, seconds),
+                "generator": generator(backend.home, out, max(3, seconds // 2)),
+                "recording": recording(out, 100_000 if args.quick else 1_000_000),
+                "peak_rss_mb_bench_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        finally:
+            if started:
+                backend.down()
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

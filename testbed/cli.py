@@ -185,6 +185,49 @@ def run(
     out.print(str(result), markup=False)
 
 
+@app.command()
+def predict(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    method: Annotated[str, typer.Option(help="simulate | analytic")] = "simulate",
+    profile: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Calibration profile (default deploy/calibration/<kind>-local.yaml)."),
+    ] = None,
+    replications: Annotated[Optional[int], typer.Option(min=1)] = None,  # noqa: UP045
+    processes: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Parallel processes for replications."),
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", help="Run directory; the prediction goes to DIR/predicted/."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict a run from its scenario and a calibration profile only (never measurements)."""
+    if method not in ("simulate", "analytic"):
+        raise typer.BadParameter(f"{method!r}: use simulate or analytic", param_hint="--method")
+    from emulator.predict import predict as run_predict
+    from testbed.core.scenario_loader import load_scenario
+
+    s = load_scenario(scenario)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = out_dir or Path("runs") / f"{stamp}-{s.name}-predicted"
+    res = run_predict(
+        s,
+        target,
+        method=method,
+        profile=profile,
+        replications=replications,  # type: ignore[arg-type]
+        processes=processes,
+        progress=lambda line: err.print(line, markup=False),
+    )
+    if as_json:
+        print(json.dumps(res.summary, indent=2, default=str))
+    else:
+        out.print(str(res), markup=False)
+
+
 def main() -> None:
     """Console-script entry: one-line reason and a non-zero exit for expected failures;
     130 after Ctrl-C (the run directory is still written)."""

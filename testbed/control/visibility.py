@@ -109,6 +109,14 @@ class VisibilityController:
             return self._held[0][0]
         return nxt
 
+    def abandon(self) -> int:
+        """The consumer crashed: forget every lease and held copy (the broker requeues the
+        unacked deliveries; held copies are lost). Returns how many held copies were lost."""
+        lost = len(self._held)
+        self._held.clear()
+        self.book = LeaseBook(self.book.timeout, self.book.max_deliveries)
+        return lost
+
     def release_held(self, now: float | None = None) -> int:
         """Re-send held copies whose time has come (all of them when `now` is None)."""
         n = 0

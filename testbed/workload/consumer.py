@@ -40,6 +40,7 @@ from testbed.control.visibility import (
 )
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.workload.crashes import ClientCrash
 from testbed.workload.producer import body_of
 from testbed.workload.recorder import Recorder
 
@@ -73,6 +74,7 @@ class ConsumerLoop:
         self._uniform = rng.random
         self._producers: dict[str, Producer] = {}
         self._follow_seq = 0
+        self._current: tuple[Delivery, int, float, float | None, bool, int] | None = None
         queue = scenario.queue(spec.queue)
         self._durable = bool(queue and queue.durable)
         self.visibility: VisibilityController | None = None
@@ -158,10 +160,13 @@ class ConsumerLoop:
                     self._handle(d)
                     if self.should_stop():
                         break
-        finally:
+        except ClientCrash:
+            self._crash()
+            raise
+        else:
             if self.visibility is not None:
                 self.visibility.release_held()  # copies held for their VT go back now
-            try:
+            try:  # graceful stop
                 consumer.close()  # unacked deliveries go back to the broker
             except self.adapter.connection_errors:  # type: ignore[misc]
                 pass
@@ -170,6 +175,29 @@ class ConsumerLoop:
                     p.close()
                 except self.adapter.connection_errors:  # type: ignore[misc]
                     pass
+
+    def _crash(self) -> None:
+        """Abrupt end: nothing is acked or released; the broker requeues what was unacked."""
+        now = self.clock.now()
+        if self._current is not None:
+            d, attempt, t_deliver, latency, redelivered, size = self._current
+            # unacked: the broker redelivers it; auto/after_receive: it is lost with the crash
+            self.recorder.delivery(
+                d.msg_id,
+                d.queue,
+                self.name,
+                attempt,
+                t_deliver,
+                now,
+                "crashed",
+                redelivered,
+                latency,
+                size,
+            )
+        self._current = None
+        lost = self.visibility.abandon() if self.visibility is not None else 0
+        self.recorder.event(now, "consumer_crashed", self.name, {"held_copies_lost": lost})
+        self._producers = {}
 
     def _serve(self, seconds: float) -> None:
         """Sleep for the service time, still acting on leases that expire meanwhile."""
@@ -200,6 +228,7 @@ class ConsumerLoop:
         redelivered = bool(d.redelivered) or attempt > 1
         msg_type = str(d.headers.get(HDR_TYPE, ""))
         size = len(d.body)
+        self._current = (d, attempt, t_deliver, latency, redelivered, size)
         ack = self.spec.ack
         vis = self.visibility
         if vis is not None:
@@ -217,6 +246,7 @@ class ConsumerLoop:
         self._serve(self._service())
         if ack == "after_processing":
             if vis is not None and not vis.settle(d):
+                self._current = None
                 return  # the lease ran out during service: the attempt was recorded as timed_out
             d.ack()
         self.recorder.delivery(
@@ -231,6 +261,7 @@ class ConsumerLoop:
             latency,
             size,
         )
+        self._current = None
         self._follow_ups(d, msg_type)
 
     def _fail(
@@ -243,6 +274,7 @@ class ConsumerLoop:
         size: int,
     ) -> None:
         now = self.clock.now()
+        self._current = None  # recorded below (or by the visibility controller)
         if self.spec.ack != "after_processing":
             self.recorder.delivery(
                 d.msg_id,

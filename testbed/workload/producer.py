@@ -17,7 +17,7 @@ __all__ = ["ProducerLoop", "body_of"]
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from testbed.brokers.base import (
 from testbed.core.arrivals import schedule
 from testbed.core.scenario import ClosedArrival, ProducerSpec
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.workload.crashes import ClientCrash
 from testbed.workload.recorder import Recorder
 
 _PAD = b"m" * (1 << 20)
@@ -68,6 +69,8 @@ class ProducerLoop:
         self.name = instance
         self.stop_at = min(stop_at, spec.stop) if spec.stop is not None else stop_at
         self.should_stop = should_stop
+        self.resume_at = 0.0
+        self._schedule: Iterator[float] | None = None
         self.sent = 0
         self.confirmed = 0
         self.failed = 0
@@ -153,7 +156,11 @@ class ProducerLoop:
 
     # -- loops ------------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, resume_at: float = 0.0) -> None:
+        """Publish until the stop time. After a crash, `run(resume_at=now)` goes on with the
+        original schedule from `resume_at` (the sends it missed while down never happen) and
+        message ids continue where they stopped."""
+        self.resume_at = resume_at
         producer = self.adapter.producer(
             self.destination, persistent=self.spec.persistent, confirms=self.spec.confirms
         )
@@ -162,8 +169,17 @@ class ProducerLoop:
                 self._closed_loop(producer)
             else:
                 self._open_loop(producer)
-        finally:
-            self._finish(producer)
+        except ClientCrash:
+            self._crash()
+            raise
+        self._finish(producer)
+
+    def _crash(self) -> None:
+        """Abrupt end: publishes still waiting for a confirm stay unconfirmed."""
+        for msg_id, (key, size, t_intended, t_publish) in list(self._pending.items()):
+            self._record(msg_id, key, size, t_intended, t_publish, None, ok=False)
+        self._pending.clear()
+        self.recorder.event(self.clock.now(), "producer_crashed", self.name, {})
 
     def _wait_until(self, producer: Producer, t: float) -> None:
         while True:
@@ -178,8 +194,13 @@ class ProducerLoop:
     def _open_loop(self, producer: Producer) -> None:
         limit = self.spec.max_messages or math.inf
         n = 0
-        for t_intended in schedule(self.spec.arrival, self.rng, self.spec.start, self.stop_at):
-            if n >= limit or self.should_stop():
+        resume = self.resume_at
+        if self._schedule is None:  # one schedule for the instance's life, across restarts
+            self._schedule = schedule(self.spec.arrival, self.rng, self.spec.start, self.stop_at)
+        for t_intended in self._schedule:
+            if t_intended < resume:
+                continue  # missed while crashed
+            if self.sent >= limit or self.should_stop():
                 break
             self._wait_until(producer, t_intended)
             self._publish(producer, t_intended)
@@ -191,9 +212,8 @@ class ProducerLoop:
         assert isinstance(self.spec.arrival, ClosedArrival)
         think = self.spec.arrival.think_time.sampler(self.rng)
         limit = self.spec.max_messages or math.inf
-        self._wait_until(producer, self.spec.start)
-        n = 0
-        while n < limit and not self.should_stop():
+        self._wait_until(producer, max(self.spec.start, self.resume_at))
+        while self.sent < limit and not self.should_stop():
             self._wait_until(producer, self.clock.now() + think())
             t_intended = self.clock.now()
             if t_intended >= self.stop_at:
@@ -224,7 +244,6 @@ class ProducerLoop:
                         c.ok,
                     )
                     self.confirmed += int(c.ok)
-            n += 1
 
     def _finish(self, producer: Producer) -> None:
         deadline = time.monotonic() + self.confirm_wait

@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.workload.config import RunClock, WorkerConfig
 from testbed.workload.consumer import ConsumerLoop
+from testbed.workload.crashes import ClientCrash, plan_crashes, run_crash_plan
 from testbed.workload.producer import ProducerLoop
 from testbed.workload.recorder import Recorder
 from testbed.workload.topology import declarations
@@ -90,6 +92,41 @@ class _Process:
     counters: dict[str, itertools.count[int]] = field(default_factory=dict)
     stopping: bool = False
     """Set when Locust begins to stop: consumer loops return, users end promptly."""
+    live: dict[str, list[Any]] = field(default_factory=dict)
+    """Running instances per group (crash targets), ordered by index."""
+    crash_greenlet: Any = None
+
+    def register(self, user: Any) -> None:
+        group = self.live.setdefault(user.group_name, [])
+        group.append(user)
+        group.sort(key=lambda u: u.index)
+        if self.crash_greenlet is None and any(
+            f.kind in ("consumer_crash", "producer_crash", "stochastic")
+            for f in self.scenario.faults
+        ):
+            import gevent
+
+            counts = {c.name: c.count for c in self.scenario.consumers}
+            counts.update({p.name: p.count for p in self.scenario.producers})
+            plans = plan_crashes(
+                self.scenario,
+                self.config.seed + self.worker_index,
+                counts,
+                self.config.stop_producers_at,
+            )
+            self.crash_greenlet = gevent.spawn(
+                run_crash_plan,
+                plans,
+                self.clock.now,
+                lambda g: list(self.live.get(g, [])),
+                lambda u, exc: u._greenlet.kill(exc, block=False),
+                self.recorder.event,
+            )
+
+    def unregister(self, user: Any) -> None:
+        group = self.live.get(user.group_name, [])
+        if user in group:
+            group.remove(user)
 
     def next_index(self, group: str) -> int:
         return next(self.counters.setdefault(group, itertools.count()))
@@ -153,6 +190,7 @@ class _MqbedUser(User):
     abstract = True
     group_index: int = 0
     group_name: str = ""
+    kind = 0  # 0 producer, 1 consumer (random stream and endpoint side)
 
     def wait_time(self) -> float:
         return 0.0
@@ -167,13 +205,71 @@ class _MqbedUser(User):
         )
         st.recorder.flush()
 
-    def _connect(self, consumer: bool) -> Any:
+    def _connect(self) -> Any:
         st = process_state(self.environment)
-        adapter = make_adapter(st.endpoint(consumer), st.scenario.broker.client)
+        adapter = make_adapter(st.endpoint(self.kind == 1), st.scenario.broker.client)
         adapter.connect()
         # idempotent; ActiveMQ routes exchanges client-side from the declarations it has seen
         adapter.declare(declarations(st.scenario))
         return adapter
+
+    def _make_loop(self, st: _Process) -> Any:
+        raise NotImplementedError
+
+    def on_start(self) -> None:
+        try:
+            st = process_state(self.environment)
+            self.index = st.next_index(self.group_name)
+            self.name = f"{self.group_name}.{st.worker_index}.{self.index}"
+            self.adapter = self._connect()
+            self.loop = self._make_loop(st)
+            st.register(self)
+        except Exception as e:
+            self._failed("start", e)
+            raise
+
+    @task
+    def work(self) -> None:
+        st = process_state(self.environment)
+        resume_at = 0.0
+        while True:
+            try:
+                self.loop.run(resume_at) if self.kind == 0 else self.loop.run()
+            except ClientCrash as crash:
+                st.unregister(self)
+                self._abandon()
+                if crash.restart_after is None or st.stopping:
+                    raise StopUser() from None
+                time.sleep(crash.restart_after)
+                if st.stopping:
+                    raise StopUser() from None
+                try:
+                    self.adapter = self._connect()
+                except Exception as e:
+                    self._failed("restart", e)
+                    raise
+                self.loop.adapter = self.adapter
+                resume_at = st.clock.now()
+                st.register(self)
+                st.recorder.event(
+                    resume_at,
+                    "fault_end",
+                    self.group_name,
+                    {"kind": crash.kind, "instances": [self.name]},
+                )
+                continue
+            except Exception as e:
+                self._failed("run", e)
+                raise
+            raise StopUser()
+
+    def _abandon(self) -> None:
+        """Drop the connection as a dying process would (the broker requeues unacked)."""
+        adapter, self.adapter = self.adapter, None
+        try:
+            adapter.close()
+        except BaseException:  # the connection may be mid-frame after the kill
+            log.debug("closing a crashed client's connection failed", exc_info=True)
 
     def on_stop(self) -> None:
         adapter = getattr(self, "adapter", None)
@@ -190,75 +286,39 @@ class ProducerUser(_MqbedUser):
     """One instance of a scenario producer group."""
 
     abstract = True
+    kind = 0
 
-    def on_start(self) -> None:
-        try:
-            self._start()
-        except Exception as e:
-            self._failed("start", e)
-            raise
-
-    def _start(self) -> None:
-        st = process_state(self.environment)
+    def _make_loop(self, st: _Process) -> ProducerLoop:
         spec = st.scenario.producers[self.group_index]
-        idx = st.next_index(spec.name)
-        self.adapter = self._connect(consumer=False)
-        self.loop = ProducerLoop(
+        return ProducerLoop(
             spec,
             self.adapter,
             st.recorder,
             st.clock,
-            st.rng(0, self.group_index, idx),
-            f"{spec.name}.{st.worker_index}.{idx}",
+            st.rng(0, self.group_index, self.index),
+            self.name,
             st.config.stop_producers_at,
         )
-
-    @task
-    def produce(self) -> None:
-        try:
-            self.loop.run()
-        except Exception as e:
-            self._failed("run", e)
-            raise
-        raise StopUser()
 
 
 class ConsumerUser(_MqbedUser):
     """One instance of a scenario consumer group."""
 
     abstract = True
+    kind = 1
 
-    def on_start(self) -> None:
-        try:
-            self._start()
-        except Exception as e:
-            self._failed("start", e)
-            raise
-
-    def _start(self) -> None:
-        st = process_state(self.environment)
+    def _make_loop(self, st: _Process) -> ConsumerLoop:
         spec = st.scenario.consumers[self.group_index]
-        idx = st.next_index(spec.name)
-        self.adapter = self._connect(consumer=True)
-        self.loop = ConsumerLoop(
+        return ConsumerLoop(
             spec,
             st.scenario,
             self.adapter,
             st.recorder,
             st.clock,
-            st.rng(1, self.group_index, idx),
-            f"{spec.name}.{st.worker_index}.{idx}",
+            st.rng(1, self.group_index, self.index),
+            self.name,
             lambda: st.stopping,
         )
-
-    @task
-    def consume(self) -> None:
-        try:
-            self.loop.run()
-        except Exception as e:
-            self._failed("run", e)
-            raise
-        raise StopUser()
 
 
 def build_user_classes(scenario: Scenario) -> dict[str, type[User]]:

@@ -63,7 +63,7 @@ def _construct(node: yaml.Node, path: PathKey, lines: LineMap) -> Any:
         result: dict[Any, Any] = {}
         first: dict[Any, int] = {}
         for key_node, value_node in node.value:
-            key = _construct_scalar(key_node)
+            key = _construct_key(key_node)
             if key == "<<":
                 raise yaml.YAMLError(
                     f"line {key_node.start_mark.line + 1}: YAML merge keys ('<<') are not supported"
@@ -82,6 +82,15 @@ def _construct(node: yaml.Node, path: PathKey, lines: LineMap) -> Any:
 
 
 _CONSTRUCTOR = yaml.SafeLoader("")
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+def _construct_key(node: yaml.Node) -> Any:
+    """A mapping key. YAML 1.1 reads plain `on`/`off`/`yes`/`no` as booleans; as keys they are
+    names (``follow_ups: [{on: Order, ...}]``), so keep the text as written."""
+    if isinstance(node, yaml.ScalarNode) and node.tag == _BOOL_TAG and not node.style:
+        return node.value
+    return _construct_scalar(node)
 
 
 def _construct_scalar(node: yaml.Node) -> Any:

@@ -214,3 +214,15 @@ def test_trace_file_resolved_relative_to_scenario(tmp_path: Path) -> None:
     scenario, issues = validate_file(tmp_path / "s.yaml")
     assert scenario is None
     assert "times must not decrease (0.5 after 1)" in issues[0].message
+
+
+def test_yaml_boolean_words_as_keys_stay_names() -> None:
+    """`on:` is a key (follow-up filter), not YAML 1.1's boolean True."""
+    doc = BASE.replace(
+        "    service_time: {kind: exponential, mean: 5ms}\n",
+        "    service_time: {kind: exponential, mean: 5ms}\n"
+        "    follow_ups: [{on: p, message_type: Ack, queue: alarms}]\n",
+    )
+    scenario, issues = parse_scenario(doc, "s.yaml")
+    assert scenario is not None, [str(i) for i in issues]
+    assert scenario.consumers[0].follow_ups[0].on == "p"

@@ -78,7 +78,14 @@ def provisioned(scenario: Scenario, home: Path, run_id: str) -> Iterator[BrokerE
             yield ep
             return
     own = LocalBackend(home / "runs" / run_id)
-    memory_mb = max(64, int(scenario.broker.memory_limit / 1e6))
+    # ActiveMQ's memoryUsage limit always; RabbitMQ's absolute watermark only when the scenario
+    # sets memory_limit (its default relative watermark leaves more room than 256 MB absolute)
+    explicit = "memory_limit" in scenario.broker.model_fields_set
+    memory_mb = (
+        max(64, int(scenario.broker.memory_limit / 1e6))
+        if kind == "activemq" or explicit
+        else None
+    )
     try:
         endpoints = own.up([kind], timeout=90.0, detach=False, memory_limit_mb=memory_mb)
         yield endpoints[0]
@@ -133,6 +140,7 @@ def _replication(
         t0_ns=t0_ns,
         replication=rep,
         seed=seed,
+        run_id=run_dir.name,
         stop_producers_at=scenario.duration,
     )
     config_path = run_dir / f"worker-config.r{rep}.json"

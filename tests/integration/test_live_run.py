@@ -249,7 +249,10 @@ faults:
     # the crashed consumer held up to 20 unacked messages: they come back redelivered
     after = d[(d.t_deliver > crash_t) & d.redelivered]
     assert len(after) >= 1
-    assert ledger["lost"] == 0 and ledger["duplicated"] == 0
+    assert ledger["lost"] == 0
+    # an ack written just before the crash can die with the connection: the broker redelivers
+    # a message that was processed (at-least-once) — at most the crashed consumer's last acks
+    assert ledger["duplicated"] <= 2
     # publishes in flight at the producer crash stay unconfirmed; delivered ones are "recovered"
     assert ledger["delivered_unique"] == ledger["confirmed"] + ledger["recovered"]
     gaps = m.sort_values("t_publish").t_publish.diff()

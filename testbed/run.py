@@ -11,10 +11,7 @@ from __future__ import annotations
 __all__ = ["run_scenario", "RunResult"]
 
 import json
-import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +21,17 @@ from rich.console import Console
 from rich.live import Live
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.backends.local import LocalBackend
+from testbed.backends.provision import node_names, provisioned
 from testbed.brokers import make_adapter
 from testbed.core.records import Ledger, merge_parts, read_table
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
 from testbed.exceptions import ConfigurationError, MqbedError
+from testbed.faults.injector import LocalBrokerFaults
+from testbed.faults.proxy import FaultProxy
+from testbed.faults.schedule import check_faults, needs_proxy
+from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.observe.environment import environment
 from testbed.observe.ledger import compute_ledger
 from testbed.observe.stats import make_stats_poller
@@ -56,42 +59,21 @@ class RunResult:
         return "\n".join(lines)
 
 
-@contextmanager
-def provisioned(scenario: Scenario, home: Path, run_id: str) -> Iterator[BrokerEndpoint]:
-    """The broker for the run: a healthy one from `mqbed up` in `home`, else one of our own."""
+def check_run_faults(scenario: Scenario) -> None:
+    """Every fault of the timeline must be possible here; fail before anything starts."""
     kind = scenario.broker.kind
-    ordered = [q.name for q in scenario.topology.queues if q.visibility and q.visibility.in_order]
-    if ordered:
-        raise ConfigurationError(
-            f"queue(s) {', '.join(ordered)}: visibility.in_order is modelled by the emulator "
-            "(mqbed predict) but not enforced by live runs yet; remove it for a live run"
-        )
-    if scenario.broker.backend != "local":
-        raise ConfigurationError(
-            f"broker.backend {scenario.broker.backend!r} is not available yet; use 'local'"
-        )
-    from testbed.backends.local import LocalBackend
-
-    shared = LocalBackend(home)
-    for ep in shared.endpoints():
-        if ep.kind == kind and shared.is_healthy(ep.name):
-            yield ep
-            return
-    own = LocalBackend(home / "runs" / run_id)
-    # ActiveMQ's memoryUsage limit always; RabbitMQ's absolute watermark only when the scenario
-    # sets memory_limit (its default relative watermark leaves more room than 256 MB absolute)
-    explicit = "memory_limit" in scenario.broker.model_fields_set
-    memory_mb = (
-        max(64, int(scenario.broker.memory_limit / 1e6))
-        if kind == "activemq" or explicit
-        else None
+    problems = check_faults(
+        scenario.faults,
+        broker_kind=kind,
+        backend=scenario.broker.backend,
+        node_names=node_names(scenario),
+        links=dict(LINKS) if needs_proxy(scenario.faults) else None,
     )
-    try:
-        endpoints = own.up([kind], timeout=90.0, detach=False, memory_limit_mb=memory_mb)
-        yield endpoints[0]
-    finally:
-        own.down(timeout=30.0)
-        shutil.rmtree(own.home, ignore_errors=True)
+    if problems:
+        raise ConfigurationError("fault timeline:\n" + "\n".join(problems))
+
+
+LINKS = {"producers": ["producers"], "consumers": ["consumers"]}
 
 
 def _prepare(endpoint: BrokerEndpoint, scenario: Scenario) -> dict[str, int]:
@@ -121,22 +103,30 @@ def _progress(phase: str, t: float, scenario: Scenario, sampler: TimeseriesSampl
 def _replication(
     scenario: Scenario,
     endpoint: BrokerEndpoint,
+    backend: LocalBackend | None,
     run_dir: Path,
     rep: int,
     *,
     workers: int,
     ui: bool,
     console: Console,
-) -> None:
+) -> list[str]:
+    """One live replication; returns the fault runner's errors (empty when all went well)."""
     measured = run_dir / "measured"
     users = sum(p.count for p in scenario.producers) + sum(c.count for c in scenario.consumers)
     t0_ns = time.time_ns() + int((STARTUP_MARGIN + 0.02 * users) * 1e9)
     clock = RunClock(t0_ns)
     seed = scenario.seed + 7919 * rep
+    proxy = FaultProxy(seed=seed, api_port=None).start() if needs_proxy(scenario.faults) else None
+    links: dict[str, list[str]] = {}
+    client_eps: dict[str, BrokerEndpoint] = {}
+    if proxy is not None:
+        links, client_eps = proxied_endpoints(proxy, endpoint)
     config = WorkerConfig(
         scenario_file=str(run_dir / "scenario.yaml"),
         measured_dir=str(measured),
-        endpoint=endpoint.to_json(),
+        endpoint=client_eps.get("producers", endpoint).to_json(),
+        consumer_endpoint=client_eps["consumers"].to_json() if "consumers" in client_eps else None,
         t0_ns=t0_ns,
         replication=rep,
         seed=seed,
@@ -157,6 +147,22 @@ def _replication(
     )
     run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
     locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui)
+    runner: FaultRunner | None = None
+    fault_rec: Recorder | None = None
+    if scenario.faults and (proxy is not None or backend is not None):
+        fault_rec = Recorder(measured, f"faults-r{rep}", rep, batch_rows=1)
+        runner = FaultRunner(
+            scenario.faults,
+            clock=clock,
+            recorder=fault_rec,
+            brokers=LocalBrokerFaults(backend) if backend is not None else None,
+            node_names=node_names(scenario),
+            proxy=proxy,
+            links=links,
+            seed=seed,
+            stop_at=scenario.duration,
+            broker_kind=scenario.broker.kind,
+        ).start()
     sampler.start()
     locust.start(f"r{rep}")
     if locust.web_url:
@@ -196,8 +202,17 @@ def _replication(
         control.event(clock.now(), "phase", "run", {"phase": "end"})
     finally:
         locust.stop()
+        errors: list[str] = []
+        if runner is not None:
+            runner.stop()  # always heals: proxy, paused or killed broker, alarms
+            errors = list(runner.errors)
+        if fault_rec is not None:
+            fault_rec.close()
+        if proxy is not None:
+            proxy.stop()
         sampler.stop()
         control.close()
+    return errors
 
 
 def _collect(run_dir: Path, replications: int) -> list[Ledger]:
@@ -239,6 +254,7 @@ def run_scenario(
         console.print(str(issue), markup=False)
     if backend is not None:
         scenario.broker.backend = backend  # type: ignore[assignment]
+    check_run_faults(scenario)
     reps = replications or scenario.replications
     started = datetime.now(UTC)
     run_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{scenario.name}"
@@ -256,7 +272,7 @@ def run_scenario(
     result = RunResult(run_dir)
     endpoint_info: dict[str, Any] = {}
     try:
-        with provisioned(scenario, home, run_id) as endpoint:
+        with provisioned(scenario, home, run_id) as (endpoint, owner):
             endpoint_info = {
                 "kind": endpoint.kind,
                 "name": endpoint.name,
@@ -272,15 +288,20 @@ def run_scenario(
                 if purged:
                     console.print(f"purged leftover messages: {purged}", markup=False)
                     env.setdefault("purged", {})[f"r{rep}"] = purged
-                _replication(
+                fault_errors = _replication(
                     scenario,
                     endpoint,
+                    owner,
                     run_dir,
                     rep,
                     workers=workers or scenario.workers,
                     ui=ui,
                     console=console,
                 )
+                if fault_errors:
+                    env.setdefault("fault_errors", {})[f"r{rep}"] = fault_errors
+                    for line in fault_errors:
+                        console.print(f"fault timeline r{rep}: {line}", markup=False)
     except KeyboardInterrupt:
         result.interrupted = True
         env["interrupted"] = True

@@ -109,6 +109,11 @@ class VisibilityController:
             return self._held[0][0]
         return nxt
 
+    def connection_lost(self) -> None:
+        """The connection dropped: the broker requeues every unacked delivery, so their leases
+        are void. Held copies (ActiveMQ) are still ours and go out after the reconnect."""
+        self.book = LeaseBook(self.book.timeout, self.book.max_deliveries)
+
     def abandon(self) -> int:
         """The consumer crashed: forget every lease and held copy (the broker requeues the
         unacked deliveries; held copies are lost). Returns how many held copies were lost."""

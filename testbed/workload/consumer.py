@@ -163,6 +163,9 @@ class ConsumerLoop:
         except ClientCrash:
             self._crash()
             raise
+        except self.adapter.connection_errors:  # type: ignore[misc]
+            self._connection_lost()
+            raise
         else:
             if self.visibility is not None:
                 self.visibility.release_held()  # copies held for their VT go back now
@@ -175,6 +178,29 @@ class ConsumerLoop:
                     p.close()
                 except self.adapter.connection_errors:  # type: ignore[misc]
                     pass
+
+    def _connection_lost(self) -> None:
+        """The broker went away: the delivery in hand will be redelivered (recorded as
+        ``crashed``: its processing never completed), leases are void, held copies are kept."""
+        now = self.clock.now()
+        if self._current is not None:
+            d, attempt, t_deliver, latency, redelivered, size = self._current
+            self.recorder.delivery(
+                d.msg_id,
+                d.queue,
+                self.name,
+                attempt,
+                t_deliver,
+                now,
+                "crashed",
+                redelivered,
+                latency,
+                size,
+            )
+        self._current = None
+        if self.visibility is not None:
+            self.visibility.connection_lost()
+        self._producers = {}
 
     def _crash(self) -> None:
         """Abrupt end: nothing is acked or released; the broker requeues what was unacked."""

@@ -115,7 +115,7 @@ class ProducerLoop:
         key: str | None,
         size: int,
         t_intended: float | None,
-        t_publish: float,
+        t_publish: float | None,
         t_confirm: float | None,
         ok: bool,
     ) -> None:
@@ -169,17 +169,25 @@ class ProducerLoop:
                 self._closed_loop(producer)
             else:
                 self._open_loop(producer)
-        except ClientCrash:
-            self._crash()
+        except BaseException as e:  # crash, lost connection, stop: in-flight stays unconfirmed
+            self._abort(crashed=isinstance(e, ClientCrash))
             raise
         self._finish(producer)
 
-    def _crash(self) -> None:
-        """Abrupt end: publishes still waiting for a confirm stay unconfirmed."""
+    def _missed(self, t_intended: float) -> None:
+        """A send the open-loop schedule wanted while the producer was crashed or cut off: a
+        `messages` row with no publish time (sent = attempted; never confirmed)."""
+        msg_id, _, _, key, size = self._next()
+        self._record(msg_id, key, size, t_intended, None, None, ok=False)
+
+    def _abort(self, crashed: bool) -> None:
+        """Abrupt end: publishes still waiting for a confirm stay unconfirmed (counted, not
+        hidden: the ledger reports them as unconfirmed, or recovered if delivered)."""
         for msg_id, (key, size, t_intended, t_publish) in list(self._pending.items()):
             self._record(msg_id, key, size, t_intended, t_publish, None, ok=False)
         self._pending.clear()
-        self.recorder.event(self.clock.now(), "producer_crashed", self.name, {})
+        if crashed:
+            self.recorder.event(self.clock.now(), "producer_crashed", self.name, {})
 
     def _wait_until(self, producer: Producer, t: float) -> None:
         while True:
@@ -199,7 +207,8 @@ class ProducerLoop:
             self._schedule = schedule(self.spec.arrival, self.rng, self.spec.start, self.stop_at)
         for t_intended in self._schedule:
             if t_intended < resume:
-                continue  # missed while crashed
+                self._missed(t_intended)  # due while the producer was down: counted, not hidden
+                continue
             if self.sent >= limit or self.should_stop():
                 break
             self._wait_until(producer, t_intended)

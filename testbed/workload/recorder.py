@@ -79,7 +79,7 @@ class Recorder:
         producer: str,
         size: int,
         t_intended: float | None,
-        t_publish: float,
+        t_publish: float | None,
         t_confirm: float | None,
         ok: bool = True,
     ) -> None:

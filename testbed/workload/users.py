@@ -50,7 +50,7 @@ class LocustStatsListener:
     def on_message(
         self, flow: str, queue: str, size: int, t_publish: float, t_confirm: float | None, ok: bool
     ) -> None:
-        rt = (t_confirm - t_publish) * 1000.0 if t_confirm is not None else 0.0
+        rt = (t_confirm - t_publish) * 1000.0 if t_confirm is not None and t_publish else 0.0
         self.environment.events.request.fire(
             request_type="publish",
             name=flow,
@@ -154,6 +154,8 @@ class _Process:
 
 
 _PROCESS: _Process | None = None
+RECONNECT_LIMIT = 300.0
+"""Seconds a client keeps trying to reconnect after losing the broker before it gives up."""
 
 
 def process_state(environment: Any | None = None) -> _Process:
@@ -259,9 +261,39 @@ class _MqbedUser(User):
                 )
                 continue
             except Exception as e:
-                self._failed("run", e)
-                raise
+                errors = type(self.loop.adapter).connection_errors
+                if not isinstance(e, errors) or st.stopping:
+                    self._failed("run", e)
+                    raise
+                down_at = st.clock.now()
+                st.unregister(self)
+                self._abandon()
+                st.recorder.event(down_at, "client_down", self.name, {"error": str(e)[:200]})
+                if not self._reconnect(st):
+                    raise StopUser() from None
+                self.loop.adapter = self.adapter
+                resume_at = st.clock.now()
+                st.register(self)
+                st.recorder.event(
+                    resume_at, "client_up", self.name, {"downtime_s": round(resume_at - down_at, 6)}
+                )
+                continue
             raise StopUser()
+
+    def _reconnect(self, st: _Process) -> bool:
+        """Bounded exponential backoff (0.1 s doubling to 2 s) until connected, the run stops,
+        or `RECONNECT_LIMIT` seconds pass. False if it gave up."""
+        deadline = time.monotonic() + RECONNECT_LIMIT
+        delay = 0.1
+        while not st.stopping and time.monotonic() < deadline:
+            time.sleep(delay)
+            try:
+                self.adapter = self._connect()
+                return True
+            except Exception as e:  # still down
+                log.debug("reconnect of %s failed: %s", self.name, e)
+                delay = min(2.0, delay * 2)
+        return False
 
     def _abandon(self) -> None:
         """Drop the connection as a dying process would (the broker requeues unacked)."""

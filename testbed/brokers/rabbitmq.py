@@ -292,12 +292,12 @@ class PikaProducer(PumpedProducer):
         routing_key: str | None = None,
     ) -> int:
         hdrs, t_ns = publish_headers(headers)
+        # only what a consumer reads: the id, the ns publish time, persistence when asked for
+        # (each extra property costs encode time on the hot path; transient is the default)
         props = pika.BasicProperties(
             message_id=msg_id,
-            delivery_mode=2 if self.persistent else 1,
+            delivery_mode=2 if self.persistent else None,
             headers=hdrs,
-            timestamp=t_ns // 1_000_000_000,
-            content_type="application/octet-stream",
         )
         if self.destination.kind == "queue":
             exchange, key = "", self.destination.name

@@ -32,7 +32,7 @@ from testbed.brokers.base import (
 )
 from testbed.core.arrivals import schedule
 from testbed.core.scenario import ClosedArrival, ProducerSpec
-from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.workload.config import HDR_TYPE, RunClock
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.recorder import Recorder
 
@@ -60,6 +60,7 @@ class ProducerLoop:
         instance: str,
         stop_at: float,
         should_stop: Callable[[], bool] = lambda: False,
+        send_type: bool = True,
     ):
         self.spec = spec
         self.adapter = adapter
@@ -69,6 +70,7 @@ class ProducerLoop:
         self.name = instance
         self.stop_at = min(stop_at, spec.stop) if spec.stop is not None else stop_at
         self.should_stop = should_stop
+        self.send_type = send_type
         self.resume_at = 0.0
         self._schedule: Iterator[float] | None = None
         self.sent = 0
@@ -91,7 +93,8 @@ class ProducerLoop:
         msg_id = f"{self._prefix}{self.sent}"
         size = max(0, int(self._size()))
         key = self._keys[int(self.rng.integers(len(self._keys)))] if self._keys else self._key
-        headers = {HDR_TYPE: self.spec.type_label, HDR_ATTEMPT: 1}
+        # attempt 1 is implied; the type travels only when a consumer filters on it (chains)
+        headers = {HDR_TYPE: self.spec.type_label} if self.send_type else {}
         self.sent += 1
         return msg_id, body_of(size), headers, key, size
 

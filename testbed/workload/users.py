@@ -50,6 +50,8 @@ class LocustStatsListener:
     def on_message(
         self, flow: str, queue: str, size: int, t_publish: float, t_confirm: float | None, ok: bool
     ) -> None:
+        if ok and (t_confirm is None or t_publish is None or t_confirm == t_publish):
+            return  # no publisher confirm: nothing to time (the send itself is in our records)
         rt = (t_confirm - t_publish) * 1000.0 if t_confirm is not None and t_publish else 0.0
         self.environment.events.request.fire(
             request_type="publish",
@@ -330,6 +332,7 @@ class ProducerUser(_MqbedUser):
             st.rng(0, self.group_index, self.index),
             self.name,
             st.config.stop_producers_at,
+            send_type=any(f.on is not None for c in st.scenario.consumers for f in c.follow_ups),
         )
 
 

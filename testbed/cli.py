@@ -228,6 +228,30 @@ def predict(
         out.print(str(res), markup=False)
 
 
+@app.command()
+def bench(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Short variants: checks the machinery, not numbers.")
+    ] = False,
+    only: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--only", help="workload | simulator | fault-proxy | correlation"),
+    ] = None,
+    out_file: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", help="Report file (default docs/performance.md)."),
+    ] = None,
+) -> None:
+    """Run the performance benchmarks one after the other and write docs/performance.md."""
+    from testbed.bench import ROOT, run_benchmarks
+
+    target = out_file or ROOT / "docs" / "performance.md"
+    path = run_benchmarks(
+        target, quick=quick, only=only, progress=lambda line: err.print(line, markup=False)
+    )
+    out.print(f"wrote {path}", markup=False)
+
+
 def main() -> None:
     """Console-script entry: one-line reason and a non-zero exit for expected failures;
     130 after Ctrl-C (the run directory is still written)."""

@@ -166,6 +166,13 @@ def run(
         typer.Option(min=1, max=64, help="Locust worker processes (master + N workers)."),
     ] = None,
     ui: Annotated[bool, typer.Option("--ui", help="Open Locust's web UI (127.0.0.1).")] = False,
+    no_report: Annotated[
+        bool, typer.Option("--no-report", help="Skip the Spark analysis and report.html.")
+    ] = False,
+    spark_master: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--spark-master", help="Spark master URL (default local[*])."),
+    ] = None,
     home: HomeOpt = None,
 ) -> None:
     """Run a scenario live (provision -> warm up -> load -> drain -> collect -> predict)."""
@@ -183,6 +190,71 @@ def run(
         console=err,
     )
     out.print(str(result), markup=False)
+    if not no_report:
+        from testbed.report.build import report_after_run
+
+        report_after_run(result.run_dir, spark_master=spark_master, console=out)
+
+
+@app.command()
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories.")],
+    spark_master: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--spark-master", help="Spark master URL (default local[*])."),
+    ] = None,
+) -> None:
+    """(Re)build the analysis, report.html and summary.md of runs (+ a cross-run table)."""
+    from testbed.report.build import build_report, load_summary
+    from testbed.report.verdict import print_verdict
+
+    missing = [str(d) for d in run_dirs if not (d / "measured").is_dir()]
+    if missing:
+        raise typer.BadParameter(f"not run directories (no measured/): {', '.join(missing)}")
+    reports = build_report(run_dirs, spark_master=spark_master, console=err)
+    for run_dir, path in zip(run_dirs, reports, strict=True):
+        print_verdict(load_summary(run_dir), out)
+        out.print(f"report: {path}", markup=False)
+
+
+@app.command()
+def sweep(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    sets: Annotated[
+        list[str], typer.Option("--set", help="path=a:b:step or path=v1,v2,... (repeatable)")
+    ],
+    sla_p95: Annotated[str, typer.Option(help="p95 latency target for the SLA capacity.")] = (
+        "100ms"
+    ),
+    replications: Annotated[int, typer.Option(min=1)] = 1,
+    no_predict: Annotated[bool, typer.Option("--no-predict")] = False,
+    out_dir: Annotated[Path, typer.Option("--out", help="Where sweep runs go.")] = Path("runs"),
+    spark_master: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--spark-master", help="Spark master URL (default local[*])."),
+    ] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Run every grid point live and predicted; curves, saturation point, SLA capacity."""
+    from testbed.core.units import parse_duration
+    from testbed.sweep import sweep as run_sweep
+
+    try:
+        target = parse_duration(sla_p95)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--sla-p95") from e
+    path = run_sweep(
+        scenario,
+        sets,
+        home=testbed_home(home),
+        out_dir=out_dir,
+        replications=replications,
+        predict=not no_predict,
+        spark_master=spark_master,
+        sla_p95=target,
+        console=err,
+    )
+    out.print(f"sweep report: {path}", markup=False)
 
 
 @app.command()

@@ -93,29 +93,55 @@ def up(
     broker: Annotated[str, typer.Option(help="rabbitmq | activemq | all")] = "all",
     nodes: Annotated[int, typer.Option(min=1, max=5, help="Nodes per broker kind.")] = 1,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for health.")] = 60.0,
+    with_prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--with-prometheus",
+            help="Also start Prometheus (127.0.0.1) scraping the brokers and mqbed's exporters.",
+        ),
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start brokers, wait until healthy, print their URLs and write the state file."""
     kinds = _kinds(broker)
-    if backend != "local":
-        raise typer.BadParameter(
-            f"backend {backend!r} is not available yet; use 'local'", param_hint="--backend"
-        )
-    from testbed.backends.local import LocalBackend
-
     root = testbed_home(home)
     t0 = time.monotonic()
-    with err.status(f"starting {', '.join(kinds)} under {root} ..."):
-        endpoints = LocalBackend(root).up(kinds, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+    with err.status(f"starting {', '.join(kinds)} ({backend}) under {root} ..."):
+        if backend == "local":
+            from testbed.backends.local import LocalBackend
+
+            endpoints = LocalBackend(root).up(kinds, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+        elif backend == "docker":
+            from testbed.backends.docker import DockerBackend
+            from testbed.backends.docker_engine import start_engine_for
+
+            docker = DockerBackend(root, start_engine_for(root), log=err.print)
+            endpoints = docker.up(kinds, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+        elif backend == "external":
+            from testbed.backends.external import ENV_URLS, ExternalBackend, urls_from_env
+
+            endpoints = ExternalBackend(urls_from_env(), source=f"${ENV_URLS}").up(kinds)
+        else:
+            raise typer.BadParameter(
+                f"{backend!r} is not a backend; use local, docker or external",
+                param_hint="--backend",
+            )
+        prometheus_url = None
+        if with_prometheus:
+            from testbed.observe.prometheus import PrometheusServer
+
+            prometheus_url = PrometheusServer(root).start(endpoints)
     elapsed = time.monotonic() - t0
     if as_json:
         print(
             json.dumps(
                 {
                     "home": str(root),
+                    "backend": backend,
                     "startup_s": round(elapsed, 2),
                     "brokers": [e.to_json() for e in endpoints],
+                    "prometheus_url": prometheus_url,
                 },
                 indent=2,
             )
@@ -129,8 +155,10 @@ def up(
             out.print(f"  management  {e.management_url}", markup=False)
         if e.prometheus_url:
             out.print(f"  prometheus  {e.prometheus_url}/metrics", markup=False)
+    if prometheus_url:
+        out.print(f"Prometheus  {prometheus_url} (scrapes runs started in {root})", markup=False)
     out.print(
-        f"healthy after {elapsed:.1f}s; state in {root / 'state.json'}; stop with 'mqbed down'",
+        f"healthy after {elapsed:.1f}s; state in {root}; stop with 'mqbed down'",
         markup=False,
     )
 
@@ -140,11 +168,24 @@ def down(
     home: HomeOpt = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each stop.")] = 30.0,
 ) -> None:
-    """Stop everything `mqbed up` started (read from the state file); leave no process behind."""
+    """Stop everything `mqbed up` started (read from the state files); leave no process behind."""
+    from testbed.backends.docker import STATE_FILE as DOCKER_STATE
     from testbed.backends.local import LocalBackend
+    from testbed.observe.prometheus import PrometheusServer
 
     root = testbed_home(home)
     stopped = LocalBackend(root).down(timeout=timeout)
+    if (root / DOCKER_STATE).exists():  # containers of `up --backend docker`
+        from testbed.backends.docker import DockerBackend
+
+        removed = DockerBackend(root).down(timeout=timeout)  # on the engine they were made on
+        stopped += [f"{n} (container)" for n in removed]
+    if PrometheusServer(root).stop(timeout):
+        stopped.append("prometheus")
+    from testbed.backends.docker_engine import stop_engine_for
+
+    if stop_engine_for(root):
+        stopped.append("dockerd")
     out.print(
         f"stopped {len(stopped)}: {', '.join(stopped) or 'nothing was running'}", markup=False
     )
@@ -153,7 +194,12 @@ def down(
 @app.command()
 def run(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
-    backend: Annotated[Optional[str], typer.Option(help="Override broker.backend.")] = None,  # noqa: UP045
+    backend: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="Override broker.backend (local|docker|external).", envvar="MQBED_BACKEND"
+        ),
+    ] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Where run directories go.")] = Path(
         "runs"
     ),
@@ -176,8 +222,13 @@ def run(
     home: HomeOpt = None,
 ) -> None:
     """Run a scenario live (provision -> warm up -> load -> drain -> collect -> predict)."""
+    from testbed.observe.exporter import ENV_SD_DIR
+    from testbed.observe.prometheus import PrometheusServer
     from testbed.run import run_scenario
 
+    prometheus = PrometheusServer(testbed_home(home))
+    if prometheus.running():  # started by `mqbed up --with-prometheus`: export to it
+        os.environ.setdefault(ENV_SD_DIR, str(prometheus.sd_dir))
     result = run_scenario(
         scenario,
         home=testbed_home(home),

@@ -33,8 +33,9 @@ from testbed.faults.proxy import FaultProxy
 from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.observe.environment import environment
+from testbed.observe.exporter import ExportingPoller, exporter_from_env
 from testbed.observe.ledger import compute_ledger
-from testbed.observe.stats import make_stats_poller
+from testbed.observe.stats import StatsPoller, make_stats_poller
 from testbed.observe.timeseries import TimeseriesSampler
 from testbed.workload.config import RunClock, WorkerConfig
 from testbed.workload.launcher import LocustLauncher
@@ -135,10 +136,17 @@ def _replication(
     )
     config_path = run_dir / f"worker-config.r{rep}.json"
     config.write(config_path)
-    control = Recorder(measured, f"control-r{rep}", rep, batch_rows=1)
+    # Prometheus exporter of this process (MQBED_PROMETHEUS_SD_DIR set, e.g. by `mqbed up
+    # --with-prometheus` or compose): run events, fault events and the broker poller's gauges
+    exporter = exporter_from_env(f"control-r{rep}", run_id=run_dir.name)
+    listeners = [exporter] if exporter is not None else []
+    control = Recorder(measured, f"control-r{rep}", rep, batch_rows=1, listeners=listeners)
     queues = all_queue_names(scenario)
+    poller: StatsPoller = make_stats_poller(endpoint, queues=queues)
+    if exporter is not None:
+        poller = ExportingPoller(poller, exporter)
     sampler = TimeseriesSampler(
-        make_stats_poller(endpoint, queues=queues),
+        poller,
         clock,
         measured,
         queues,
@@ -150,7 +158,7 @@ def _replication(
     runner: FaultRunner | None = None
     fault_rec: Recorder | None = None
     if scenario.faults and (proxy is not None or backend is not None):
-        fault_rec = Recorder(measured, f"faults-r{rep}", rep, batch_rows=1)
+        fault_rec = Recorder(measured, f"faults-r{rep}", rep, batch_rows=1, listeners=listeners)
         runner = FaultRunner(
             scenario.faults,
             clock=clock,
@@ -212,6 +220,8 @@ def _replication(
             proxy.stop()
         sampler.stop()
         control.close()
+        if exporter is not None:
+            exporter.close()
     return errors
 
 

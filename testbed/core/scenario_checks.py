@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = ["check_scenario", "offered_load", "QueueLoad"]
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from testbed.core.scenario_faults import (
 from testbed.core.suggest import did_you_mean
 from testbed.core.yamlmap import LineMap, format_path
 from testbed.exceptions import ScenarioIssue
+
+ENV_BROKER_URLS = "MQBED_BROKER_URLS"  # = testbed.backends.external.ENV_URLS (core: no imports)
 
 Path_ = tuple[str | int, ...]
 
@@ -227,8 +230,8 @@ def check_scenario(
             ("broker", "client"),
             f"client {s.broker.client!r} is AMQP 0-9-1 (RabbitMQ); ActiveMQ uses 'stomp'",
         )
-    if s.broker.backend == "external" and not s.broker.urls:
-        c.error(("broker", "urls"), "backend 'external' needs broker.urls")
+    if s.broker.backend == "external" and not (s.broker.urls or os.environ.get(ENV_BROKER_URLS)):
+        c.error(("broker", "urls"), f"backend 'external' needs broker.urls (or ${ENV_BROKER_URLS})")
 
     for qi, q in enumerate(topo.queues):
         qp: Path_ = ("topology", "queues", qi)

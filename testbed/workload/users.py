@@ -31,6 +31,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.brokers import make_adapter
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
+from testbed.observe.exporter import exporter_from_env
 from testbed.workload.config import RunClock, WorkerConfig
 from testbed.workload.consumer import ConsumerLoop
 from testbed.workload.crashes import ClientCrash, plan_crashes, run_crash_plan
@@ -177,6 +178,11 @@ def process_state(environment: Any | None = None) -> _Process:
             id_prefix=f"{token}.r{config.replication}.",
         )
         _PROCESS = _Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
+        # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
+        # which must find _PROCESS set instead of making a second recorder.
+        exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
+        if exporter is not None:
+            recorder.listeners.append(exporter)
 
         @events.test_stopping.add_listener
         def _stopping(**_: Any) -> None:
@@ -186,6 +192,8 @@ def process_state(environment: Any | None = None) -> _Process:
         @events.quitting.add_listener
         def _flush(**_: Any) -> None:
             recorder.close()
+            if exporter is not None:
+                exporter.close()
 
     return _PROCESS
 

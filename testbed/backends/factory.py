@@ -1,0 +1,113 @@
+"""Provisioning for a run on the non-local backends: ``docker`` and ``external``.
+
+`provision(scenario, home, run_id)` is a context manager yielding the run's `BrokerEndpoint`;
+`provision_with_backend` also yields the `DockerBackend` that owns the broker (for broker
+faults: it has the local backend's kill/pause/resume/stop/restart/rabbitmqctl methods), or None.
+
+- **docker**: a healthy broker of the scenario's kind that ``mqbed up --backend docker``
+  started in `home` is reused (unless the scenario injects broker faults); otherwise the run
+  starts its own container (in ``home/runs/<run_id>``, owned by this process) and removes it
+  afterwards. The engine is
+  ``$DOCKER_HOST``, else the system daemon, else a private ``dockerd`` (see
+  `testbed.backends.docker_engine`) that is stopped again after the run if the run started it.
+- **external**: the scenario's ``broker.urls``, else ``$MQBED_BROKER_URLS``; nothing is started
+  or stopped.
+"""
+
+from __future__ import annotations
+
+__all__ = ["provision", "provision_with_backend", "running_docker_endpoint"]
+
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from testbed.backends.base import BrokerEndpoint
+from testbed.backends.docker import STATE_FILE, DockerBackend
+from testbed.backends.docker_engine import engine_for_run
+from testbed.backends.external import ENV_URLS, ExternalBackend, urls_from_env
+from testbed.core.scenario import Scenario
+from testbed.exceptions import BackendError, ConfigurationError
+
+
+def _progress(message: str) -> None:
+    print(f"mqbed: {message}", file=sys.stderr, flush=True)
+
+
+def running_docker_endpoint(home: Path, kind: str) -> BrokerEndpoint | None:
+    """A healthy `kind` broker that ``mqbed up --backend docker`` started in `home`, or None.
+
+    Cheap when there is none: without ``home/docker-state.json`` no engine is contacted.
+    """
+    if not (Path(home) / STATE_FILE).exists():
+        return None
+    backend = DockerBackend(home)  # talks to the engine the containers were made on
+    try:
+        for ep in backend.endpoints():
+            if ep.kind == kind and backend.is_healthy(ep.name):
+                return ep
+    except BackendError:
+        return None
+    finally:
+        backend.close()
+    return None
+
+
+@contextmanager
+def provision_with_backend(
+    scenario: Scenario, home: Path, run_id: str
+) -> Iterator[tuple[BrokerEndpoint, DockerBackend | None]]:
+    """The run's broker and the backend that owns it (None: not ours to break).
+
+    Same contract as `testbed.backends.provision.provisioned` for the local backend: a healthy
+    broker from ``mqbed up --backend docker`` is reused unless the scenario injects broker
+    faults; then (or when none is up) the run starts its own container and removes it after.
+    External brokers are never owned.
+    """
+    backend = scenario.broker.backend
+    kind = scenario.broker.kind
+    if backend == "external":
+        urls = list(scenario.broker.urls)
+        source = "broker.urls"
+        if not urls:
+            urls, source = urls_from_env(), f"${ENV_URLS}"
+        yield ExternalBackend(urls, source=source).endpoint(kind, with_version=True), None
+        return
+    if backend != "docker":
+        raise ConfigurationError(
+            f"broker.backend {backend!r}: testbed.backends.factory provisions 'docker' and "
+            "'external' (the local backend is provisioned by testbed.backends.provision)"
+        )
+    from testbed.backends.provision import needs_own_broker
+
+    if not needs_own_broker(scenario):
+        shared = running_docker_endpoint(home, kind)
+        if shared is not None:
+            yield shared, None
+            return
+    with engine_for_run() as docker_host:
+        own = DockerBackend(home / "runs" / run_id, docker_host, log=_progress)
+        explicit = "memory_limit" in scenario.broker.model_fields_set
+        memory_mb = (
+            max(64, int(scenario.broker.memory_limit / 1e6))
+            if kind == "activemq" or explicit
+            else None
+        )
+        try:
+            endpoints = own.up([kind], timeout=120.0, detach=False, memory_limit_mb=memory_mb)
+            yield endpoints[0], own
+        finally:
+            try:
+                own.down(timeout=30.0)
+            finally:
+                own.close()
+                shutil.rmtree(own.home, ignore_errors=True)
+
+
+@contextmanager
+def provision(scenario: Scenario, home: Path, run_id: str) -> Iterator[BrokerEndpoint]:
+    """The broker for one run on backend ``scenario.broker.backend`` (docker | external)."""
+    with provision_with_backend(scenario, home, run_id) as (endpoint, _owner):
+        yield endpoint

@@ -1,0 +1,554 @@
+"""From calibration measurements to a `Profile` (MODELS.md §9) and its files.
+
+The machine calibration runs on is shared: other work stalls clients and broker now and then
+for tens to hundreds of ms. Those stalls dominate the *means* of a 40-message point, so the
+latency regressions use per-point **medians** (the broker path), and the latency ``sd`` a
+spread measure the far tail does not dominate; the sidecar keeps means, sd, p95, p99 and the
+mean-based fits alongside. How each profile field is derived (and used by
+`emulator.sim.costs`):
+
+- ``latency.<config>.<low_load|high_load>``: least squares a + b·size over the per-point
+  median latencies (a point = one size and one repeat) of that configuration and load. Left
+  out: saturated points (losses, producer behind schedule, latency growing through the point)
+  and high-load points whose offered load is above `MAX_RHO` of the measured queue capacity
+  (the simulator adds queueing on top of the fit). ``r`` is Pearson's r of (size, median),
+  ``r2`` the R² of the reported line; a and b are constrained to ≥ 0 (`fitting.linear_fit`).
+  ``sd``: median over the small-size points (≤ 10 × reference size, where the simulator applies
+  it) of (p95 − median)/1.645.
+- ``prefetch_overhead`` / ``confirm_overhead``: regressions on size of the per-point median
+  latency differences prefetch1 − base and confirms − base at low load (the simulator adds
+  queueing itself, so the light-load difference is the cost).
+- ``persistence``: regression on size of the median write time (publish → confirm)
+  persistent − transient, both with confirms, at low load.
+- ``write_time``: publish → confirm of transient messages with confirms at low load,
+  ``read_time``: receive → ack of the base configuration, ``publish_time``: the publish call
+  of the base configuration; each the mean and sd (§9: → ``fit(mean, sd)``) of all messages of
+  the small sizes, stalls included.
+- ``routing.per_destination``: slope of the per-point median copy latency on the number of
+  queues bound to a fanout exchange.
+- ``queue_service``: a + b·size over the pipe bursts' per-message times (an upper bound: the
+  clients share the machine with the broker).
+- ``network_delay``: half the median loopback TCP handshake.
+- ``threads`` (the `threads` model, §3a): a black box shows neither the thread count nor how a
+  message's broker time splits into stages, only the single-queue capacity. Both stages get the
+  pipe's per-message time at the reference size as their service (cv 1: exponential), count 1,
+  so one thread reproduces the measured capacity. The model's light-load latency,
+  2d + receive + dispatch, is then below the measured one (it has no delivery residual δ).
+- ``memory``: (Δ broker memory / n) − size at the reference size; the base is the memory before.
+  ``high_watermark`` is not measured (see `HIGH_WATERMARK`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HIGH_WATERMARK",
+    "assemble",
+    "host_label",
+    "render_yaml",
+    "sidecar_path",
+    "write_outputs",
+]
+
+import json
+import math
+import os
+import platform
+import socket
+import statistics
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emulator.calibration.bench import PointStats
+from emulator.calibration.fitting import LineFit, difference_fit, linear_fit, pooled_moments
+from emulator.calibration.protocol import CalibrationData, size_label
+from emulator.profile import Profile, load_profile
+from testbed.exceptions import MqbedError
+
+HIGH_WATERMARK = {"rabbitmq": 0.6, "activemq": 1.0}
+"""Not measured by calibration: ActiveMQ blocks producers when its message memory
+(``memoryUsage``, what the poller reports) reaches the limit; RabbitMQ's watermark applies to the
+whole node's memory, base included, so no constant fraction of the limit is right for every
+limit — 0.6 is kept from the facts-estimate placeholder."""
+
+CONFIG_ORDER = ("base", "prefetch1", "confirms")
+MAX_RHO = 0.5
+"""High-load points whose offered load is above this fraction of the measured queue capacity
+(rate × queue_service(size)) are left out of the latency fits: the simulator adds queueing on
+top of the fitted latency, so the fit must not contain it."""
+
+
+class CalibrationError(MqbedError):
+    """Calibration measured too little to build a profile."""
+
+
+@dataclass
+class Assembly:
+    """The profile data plus what the sidecar records about how it was derived."""
+
+    profile: dict[str, Any]
+    fits: dict[str, Any] = field(default_factory=dict)
+    comments: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def host_label() -> str:
+    """``<os><version>-<n>vcpu-<m>gib`` (the placeholders' host naming)."""
+    osr = {}
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            k, _, v = line.partition("=")
+            osr[k] = v.strip('"')
+    except OSError:
+        pass
+    name = f"{osr.get('ID', platform.system().lower())}{osr.get('VERSION_ID', '')}"
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem = 0.0
+    return f"{name}-{os.cpu_count() or 0}vcpu-{round(mem)}gib"
+
+
+def _small(points: list[PointStats], ref: float) -> list[PointStats]:
+    small = [p for p in points if p.size <= 10 * ref]
+    return small or points
+
+
+def _medians(points: list[PointStats], what: str) -> dict[tuple[int, int], float]:
+    """(size, repeat) -> the point's median `what` (usable points only)."""
+    out = {}
+    for p in points:
+        s = getattr(p, what)
+        if s is not None:
+            out[p.key()] = s.median
+    return out
+
+
+def _pooled(points: list[PointStats], what: str) -> tuple[float, float] | None:
+    return pooled_moments(
+        (s.n, s.mean, s.sd) for s in (getattr(p, what) for p in points) if s is not None
+    )
+
+
+def _robust_sd(points: list[PointStats]) -> float:
+    """Median over the points of (p95 − median)/1.645: a normal-equivalent spread of single
+    latencies that the co-tenant stalls in the far tail do not dominate."""
+    vals = [(p.latency.p95 - p.latency.median) / 1.645 for p in points if p.latency is not None]
+    return max(statistics.median(vals), 0.0) if vals else 0.0
+
+
+def _cost(f: LineFit | None) -> dict[str, Any]:
+    if f is None:
+        return {"a": 0.0, "b": 0.0}
+    return {"a": f.a, "b": f.b, "r": f.r, "r2": _r2(f)}
+
+
+def _r2(f: LineFit) -> float | None:
+    return None if f.r2 is None else min(1.0, max(0.0, f.r2))
+
+
+def _moment(v: tuple[float, float] | None) -> dict[str, float]:
+    return {"mean": 0.0, "sd": 0.0} if v is None else {"mean": max(v[0], 0.0), "sd": v[1]}
+
+
+def _label(x: PointStats) -> str:
+    if x.fanout:
+        return f"fanout{x.fanout}/r{x.repeat}"
+    return f"{x.config}/{x.load}/{size_label(x.size)}/r{x.repeat}"
+
+
+def assemble(
+    data: CalibrationData, *, host: str | None = None, date: str | None = None
+) -> Assembly:
+    """The profile (as a dict `Profile` validates) and the derivation record.
+
+    Uses only the per-point summaries (not the single samples), so a sidecar is enough to
+    derive the profile again (`emulator.calibration.reassemble`).
+    """
+    p = data.protocol
+    ref = float(p.reference_size)
+    asm = Assembly(profile={})
+    rate = {"low": p.low_rate, "high": p.high_rate}
+
+    # queue service first: it decides which high-load points carry queueing
+    pipes = [x for x in data.pipes if x.received and math.isfinite(x.per_message)]
+    qs = (
+        linear_fit([x.size for x in pipes], [x.per_message for x in pipes], nonneg=True)
+        if pipes
+        else None
+    )
+    asm.fits["queue_service"] = qs.to_json() if qs is not None else None
+
+    def rho(x: PointStats) -> float:
+        return x.rate * qs.at(x.size) if qs is not None else 0.0
+
+    usable: list[PointStats] = []
+    dropped: list[str] = []
+    for x in data.points:
+        if x.latency is None or x.saturated:
+            dropped.append(f"{_label(x)} ({x.reason or 'no deliveries'})")
+        elif x.load == "high" and rho(x) > MAX_RHO:
+            dropped.append(f"{_label(x)} (queue utilisation {rho(x):.2f} > {MAX_RHO:g})")
+        else:
+            usable.append(x)
+    dropped += [f"{_label(x)} ({x.reason})" for x in data.routing if x.saturated]
+    if dropped:
+        asm.notes.append(
+            f"{len(dropped)} point(s) left out of the fits (saturated, or offered load near "
+            "the measured queue capacity, whose queueing the simulator adds itself): "
+            + "; ".join(dropped)
+            + "."
+        )
+    by = {
+        (c, ld): [x for x in usable if x.config == c and x.load == ld]
+        for c in (*CONFIG_ORDER, "confirms_transient")
+        for ld in ("low", "high")
+    }
+
+    # network delay
+    d = statistics.median(data.rtts) / 2 if data.rtts else 0.0
+    asm.comments["network_delay"] = "half the median loopback TCP handshake"
+
+    # latency fits: per-point medians
+    latency: dict[str, dict[str, Any]] = {}
+    for cfg in CONFIG_ORDER:
+        variants = {}
+        for ld in ("low", "high"):
+            use = by[(cfg, ld)]
+            if not use:
+                continue
+            lats = [x.latency for x in use if x.latency is not None]
+            xs = [x.size for x in use if x.latency is not None]
+            f = linear_fit(xs, [s.median for s in lats], nonneg=True)
+            variants[f"{ld}_load"] = {
+                "rate": rate[ld], "a": f.a, "b": f.b, "r": f.r, "r2": _r2(f),
+                "sd": _robust_sd(_small(use, ref)),
+            }  # fmt: skip
+            asm.fits[f"latency.{cfg}.{ld}"] = f.to_json() | {
+                "points": len(use),
+                "sizes": sorted({x.size for x in use}),
+                "on": "per-point median latency",
+                "mean_fit": linear_fit(xs, [s.mean for s in lats], nonneg=True).to_json(),
+                "pooled_sd_small": (_pooled(_small(use, ref), "latency") or (0.0, 0.0))[1],
+            }
+        if len(variants) == 2:
+            latency[cfg] = variants
+        elif variants:
+            asm.notes.append(f"{cfg}: only {list(variants)} usable; configuration left out.")
+    if "base" not in latency:
+        raise CalibrationError(
+            "calibration: the base configuration has no usable latency at low and high load "
+            "(see the sidecar's points and their errors)"
+        )
+
+    # overheads and persistence (low load): regressions of median differences on size
+    base_lat = _medians(by[("base", "low")], "latency")
+    pre = difference_fit(_medians(by[("prefetch1", "low")], "latency"), base_lat)
+    con = difference_fit(_medians(by[("confirms", "low")], "latency"), base_lat)
+    per = difference_fit(
+        _medians(by[("confirms", "low")], "write"),
+        _medians(by[("confirms_transient", "low")], "write"),
+    )
+    for name, fit in (("prefetch_overhead", pre), ("confirm_overhead", con), ("persistence", per)):
+        asm.fits[name] = fit.to_json() if fit is not None else None
+    for name, minuend, sub in (
+        ("prefetch_overhead.high", "prefetch1", "base"),
+        ("confirm_overhead.high", "confirms", "base"),
+    ):
+        hf = difference_fit(
+            _medians(by[(minuend, "high")], "latency"), _medians(by[(sub, "high")], "latency")
+        )
+        asm.fits[name] = hf.to_json() if hf is not None else None
+
+    # mean and sd at the reference size (exact pooling of the points' moments)
+    base_all = [*by[("base", "low")], *by[("base", "high")]]
+    publish = _pooled(_small(base_all, ref), "publish")
+    read = _pooled(_small(base_all, ref), "read")
+    write = _pooled(_small(by[("confirms_transient", "low")], ref), "write")
+    for name, pts, what in (
+        ("publish_time", base_all, "publish"),
+        ("read_time", base_all, "read"),
+        ("write_time", by[("confirms_transient", "low")], "write"),
+    ):
+        meds = [getattr(x, what).median for x in _small(pts, ref) if getattr(x, what)]
+        asm.fits[name] = {"median_of_point_medians": statistics.median(meds) if meds else None}
+
+    # routing: per-point median copy latency on the number of bound queues
+    rpts = [x for x in data.routing if x.latency is not None and not x.saturated]
+    route = (
+        linear_fit(
+            [x.fanout for x in rpts],
+            [x.latency.median for x in rpts if x.latency is not None],
+            nonneg=True,
+        )
+        if len({x.fanout for x in rpts}) >= 2
+        else None
+    )
+    asm.fits["routing"] = route.to_json() if route is not None else None
+    if route is None:
+        asm.notes.append("routing: fewer than two fan-out widths measured; per_destination 0.")
+
+    # threads model: both stages serve a message in the pipe's per-message time (count 1)
+    s_ref = qs.at(ref) if qs is not None else 0.0
+    threads = {
+        "count": 1,
+        "receive": {"mean": s_ref, "sd": s_ref},
+        "dispatch": {"mean": s_ref, "sd": s_ref},
+    }
+
+    # memory
+    mem = [m for m in data.memory if m.n and math.isfinite(m.per_message)]
+    ref_mem = min(mem, key=lambda m: abs(m.size - ref)) if mem else None
+    memory = {
+        "per_message_overhead": max(ref_mem.overhead, 0.0) if ref_mem else 0.0,
+        "base_bytes": max(mem[0].before, 0.0) if mem else 0.0,
+        "high_watermark": HIGH_WATERMARK.get(data.kind, 1.0),
+    }
+    if ref_mem is not None and ref_mem.overhead < 0:
+        asm.notes.append(
+            f"memory: broker memory grew by less than the bodies ({ref_mem.per_message:.0f} B "
+            f"per {ref_mem.size} B message); overhead set to 0"
+        )
+
+    asm.profile = {
+        "source": "measured",
+        "host": host or host_label(),
+        "broker": {"kind": data.kind, "version": data.version},
+        "date": date or (data.started[:10] if data.started else ""),
+        "reference_size": ref,
+        "network_delay": d,
+        "latency": latency,
+        "persistence": _cost(per),
+        "confirm_overhead": _cost(con),
+        "prefetch_overhead": _cost(pre),
+        "routing": {"per_destination": route.b if route is not None else 0.0},
+        "publish_time": _moment(publish),
+        "write_time": _moment(write),
+        "read_time": _moment(read),
+        "queue_service": _cost(qs),
+        "threads": threads,
+        "memory": memory,
+    }
+    small = f"sizes ≤ {size_label(int(10 * ref))}"
+    asm.comments.update({
+        "latency": "end-to-end publish -> deliver: a + b*size over per-point medians; "
+        f"sd = (p95 - median)/1.645 at {small}",
+        "persistence": "median write(persistent) - write(transient), with confirms, "
+        f"{p.low_rate:g} msg/s",
+        "confirm_overhead": f"median latency confirms - base, {p.low_rate:g} msg/s",
+        "prefetch_overhead": f"median latency prefetch1 - base, {p.low_rate:g} msg/s",
+        "routing": "slope of the median copy latency on the bound queues "
+        f"({'/'.join(map(str, p.routing_fanouts))}), r={_fmt_r(route)}",
+        "publish_time": f"publish call without confirms (base, {small}): mean, sd",
+        "write_time": f"publish -> confirm, transient ({small}, {p.low_rate:g} msg/s): mean, sd",
+        "read_time": f"deliver -> ack returned (base, {small}): mean, sd",
+        "queue_service": "per-message time of a burst through one queue (upper bound), "
+        f"sizes {', '.join(size_label(s) for s in sorted({x.size for x in pipes}))}",
+        "threads": "threads model: each stage serves in the burst time per message at "
+        f"{size_label(int(ref))} (cv 1), one thread: the measured single-queue capacity",
+        "memory.per_message_overhead": f"(delta memory / n) - size at {size_label(int(ref))}"
+        + (f", n={ref_mem.n}" if ref_mem else ""),
+        "memory.base_bytes": "broker memory with no queued messages",
+        "memory.high_watermark": "not measured (see emulator/calibration/assemble.py)",
+    })  # fmt: skip
+    return asm
+
+
+def _fmt_r(f: LineFit | None) -> str:
+    return "n/a" if f is None or f.r is None else f"{f.r:.3f}"
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+
+def _num(x: float | int | None) -> str:
+    """A YAML number PyYAML reads back as int/float (floats need a '.' and a signed exponent)."""
+    if x is None:
+        return "null"
+    if isinstance(x, int) and not isinstance(x, bool):
+        return str(x)
+    if x == 0:
+        return "0.0"
+    if float(x).is_integer() and abs(x) < 1e6:
+        return f"{int(x)}"
+    text = f"{x:.4g}"
+    if "e" in text:
+        mant, exp = text.split("e")
+        return f"{mant if '.' in mant else mant + '.0'}e{exp}"
+    return text if "." in text else text + ".0"
+
+
+def _flow(d: dict[str, Any]) -> str:
+    parts = []
+    for k, v in d.items():
+        if v is None:
+            continue
+        if k in ("r", "r2"):
+            parts.append(f"{k}: {v:.4f}")
+        else:
+            parts.append(f"{k}: {_num(v)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _c(text: str | None) -> str:
+    return f"  # {text}" if text else ""
+
+
+def render_yaml(asm: Assembly, header: list[str], notes: str) -> str:
+    """The profile as commented YAML in the placeholders' layout."""
+    p = asm.profile
+    c = asm.comments
+    out = [f"# {h}" if h else "#" for h in header]
+    out += [
+        "source: measured",
+        f"host: {json.dumps(p['host'])}",
+        f"broker: {{kind: {p['broker']['kind']}, version: {json.dumps(p['broker']['version'])}}}",
+        f"date: {json.dumps(p['date'])}",
+        f"reference_size: {_num(p['reference_size'])}",
+        f"network_delay: {_num(p['network_delay'])}{_c(c.get('network_delay'))}",
+        f"latency:{_c(c.get('latency'))}",
+    ]
+    for cfg, variants in p["latency"].items():
+        out.append(f"  {cfg}:")
+        for name in ("low_load", "high_load"):
+            out.append(f"    {name + ':':<11}{_flow(variants[name])}")
+    for key in (
+        "persistence", "confirm_overhead", "prefetch_overhead", "routing", "publish_time",
+        "write_time", "read_time", "queue_service",
+    ):  # fmt: skip
+        out.append(f"{key}: {_flow(p[key])}{_c(c.get(key))}")
+    t = p["threads"]
+    out += [
+        f"threads:{_c(c.get('threads'))}",
+        f"  count: {t['count']}",
+        f"  receive: {_flow(t['receive'])}",
+        f"  dispatch: {_flow(t['dispatch'])}",
+        "memory:",
+    ]
+    for key in ("per_message_overhead", "base_bytes", "high_watermark"):
+        out.append(f"  {key}: {_num(p['memory'][key])}{_c(c.get('memory.' + key))}")
+    out.append("notes: >-")
+    out += ["  " + line for line in textwrap.wrap(notes, 96, break_on_hyphens=False)]
+    return "\n".join(out) + "\n"
+
+
+def sidecar_path(out_path: Path) -> Path:
+    """``NAME.points.json`` next to ``NAME.yaml``."""
+    return out_path.with_name(out_path.stem + ".points.json")
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if hasattr(o, "to_json"):
+        return o.to_json()
+    if isinstance(o, tuple | set):
+        return list(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _clean(o: Any) -> Any:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_clean(v) for v in o]
+    if hasattr(o, "to_json"):
+        return _clean(o.to_json())
+    return o
+
+
+def write_outputs(
+    data: CalibrationData,
+    out_path: Path,
+    *,
+    command: str,
+    host: str | None = None,
+    derived_by: str | None = None,
+) -> Profile:
+    """Assemble, write the YAML (validated by `load_profile`) and the sidecar JSON.
+
+    `command` is the command that measured; `derived_by`, when the profile is derived again
+    from a sidecar (`emulator.calibration.reassemble`), the command that did that.
+    """
+    asm = assemble(data, host=host, date=data.started[:10] or None)
+    p = data.protocol
+    kind_name = {"rabbitmq": "RabbitMQ", "activemq": "ActiveMQ"}.get(data.kind, data.kind)
+    load = (
+        f"load average {'/'.join(map(str, data.load_start))} at start, "
+        f"{'/'.join(map(str, data.load_end))} at end"
+        if data.load_start
+        else "load average unknown"
+    )
+    short = p.duration < 60 or p.repeats < 3
+    protocol_note = (
+        "shorter than the ≥ 60 s × ≥ 3 repeats of MODELS.md §9" if short else "the §9 minimum"
+    )
+    header_text = [
+        f"Calibration profile: {kind_name} {data.version} on this machine (MODELS.md §9). "
+        "MEASURED.",
+        f"Produced by: {command}",
+        *(
+            [f"Profile derived again from its measurements (the sidecar) by: {derived_by}"]
+            if derived_by
+            else []
+        ),
+        f"Date {data.started} .. {data.finished} (UTC); "
+        f"wall time {data.wall_seconds / 60:.1f} min.",
+        f"Protocol: {p.describe()} — {protocol_note}.",
+        f"The machine ({os.cpu_count()} vCPU) was loaded by concurrent work of other engineers "
+        f"({load}): these numbers are noisy.",
+        "Fits: least squares over per-point medians (a point = one size and repeat; saturated "
+        "points left out; the co-tenant stalls make per-point means erratic); "
+        "r = Pearson r of the fitted data, r2 = R² of the reported line; "
+        "a, b >= 0. Raw per-point statistics (means, medians, sd, p95, p99, saturation flags): "
+        f"{sidecar_path(out_path).name}. Times in seconds; b in seconds per byte.",
+    ]
+    header = [w for h in header_text for w in textwrap.wrap(h, 98, subsequent_indent="  ") or [""]]
+    notes = " ".join(
+        [
+            f"Measured by calibration on {socket.gethostname()}: {p.describe()}.",
+            f"{load[0].upper()}{load[1:]}; the machine was shared with concurrent work, so the "
+            "numbers are noisy.",
+            *asm.notes,
+            "memory.high_watermark is not measured.",
+        ]
+    )
+    asm.profile["notes"] = notes
+    Profile.model_validate(asm.profile)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(render_yaml(asm, header, notes), encoding="utf-8")
+    prof = load_profile(out_path)
+    side = {
+        "command": command,
+        "derived_by": derived_by,
+        "broker": {"kind": data.kind, "version": data.version},
+        "host": asm.profile["host"],
+        "hostname": socket.gethostname(),
+        "started": data.started,
+        "finished": data.finished,
+        "wall_seconds": data.wall_seconds,
+        "load_average_start": data.load_start,
+        "load_average_end": data.load_end,
+        "protocol": p.to_json(),
+        "fits": asm.fits,
+        "notes": asm.notes,
+        "network": data.network
+        or {
+            "loopback_handshake_s": {
+                "n": len(data.rtts),
+                "median": statistics.median(data.rtts) if data.rtts else None,
+                "min": min(data.rtts) if data.rtts else None,
+            }
+        },
+        "points": data.points,
+        "routing": data.routing,
+        "queue_service": data.pipes,
+        "memory": data.memory,
+    }
+    sidecar_path(out_path).write_text(
+        json.dumps(_clean(side), indent=1, default=_json_default) + "\n", encoding="utf-8"
+    )
+    return prof

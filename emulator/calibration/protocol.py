@@ -1,0 +1,408 @@
+"""The calibration protocol of MODELS.md §9 as a plan of timed steps, run with progress + ETA.
+
+Per repeat (repeats interleaved, so slow drifts of the machine's load hit every configuration
+alike; the configuration order rotates from repeat to repeat):
+
+1. **low load** (1 msg/s): for each size one group of concurrent streams on separate queues —
+   *base* (persistent, direct exchange, one producer, one consumer, prefetch 100, manual ack),
+   *prefetch1*, *confirms* (persistent, waits for each confirm) and *confirms_transient* (the
+   same with transient messages: the reference for the persistence cost and the write time).
+   Their start phases are staggered by 1/(k·rate) so their publishes never coincide. In quick
+   mode all sizes share one group.
+2. **high load** (100 msg/s): base, prefetch1, confirms for each size, one at a time.
+3. **routing**: a fanout exchange bound to n ∈ {1, 5, 10} queues (one consumer each) at
+   20 msg/s, reference-size persistent messages.
+4. **queue service**: a burst through one queue per size (pipe throughput).
+
+Before the repeats, once: the loopback delay and the memory per queued message (reference
+size and 10 KB), on the fresh broker (later, garbage of the earlier points blurs the broker's
+memory readings). Every point is ``warmup + duration`` seconds of publishing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CalibrationData", "Protocol", "Reporter", "run_protocol", "size_label"]
+
+import datetime as dt
+import os
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from emulator.calibration.bench import (
+    MemoryProbe,
+    PipeProbe,
+    PointStats,
+    StreamSpec,
+    loopback_rtts,
+    measure_memory,
+    pipe_throughput,
+    point_stats,
+    run_group,
+)
+from testbed.backends.base import BrokerEndpoint
+
+SIZES: tuple[int, ...] = (100, 1_000, 10_000, 100_000, 1_000_000)
+QUICK_SIZES: tuple[int, ...] = (100, 10_000, 100_000)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "base": {"persistent": True, "confirms": False, "prefetch": 100},
+    "prefetch1": {"persistent": True, "confirms": False, "prefetch": 1},
+    "confirms": {"persistent": True, "confirms": True, "prefetch": 100},
+    "confirms_transient": {"persistent": False, "confirms": True, "prefetch": 100},
+}
+"""The §9 configurations (first three) and the transient reference for persistence."""
+HIGH_CONFIGS = ("base", "prefetch1", "confirms")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What one calibration measures and for how long."""
+
+    duration: float
+    repeats: int
+    warmup: float
+    sizes: tuple[int, ...]
+    quick: bool = False
+    low_rate: float = 1.0
+    high_rate: float = 100.0
+    reference_size: int = 200
+    routing_fanouts: tuple[int, ...] = (1, 5, 10)
+    routing_rate: float = 20.0
+    routing_duration: float = 30.0
+    pipe_sizes: tuple[int, ...] = (100, 10_000, 100_000, 1_000_000)
+    pipe_cap: float = 10.0
+    memory_fill: tuple[tuple[int, int], ...] = ((200, 50_000), (10_000, 3_000))
+    memory_polls: int = 3
+    drain_limit: float = 30.0
+
+    @classmethod
+    def standard(cls, duration: float = 60.0, repeats: int = 3) -> Protocol:
+        """The §9 protocol: every point `duration` s after a warm-up of duration/10 (2–10 s)."""
+        return cls(
+            duration=float(duration),
+            repeats=int(repeats),
+            warmup=min(10.0, max(2.0, duration / 10)),
+            sizes=SIZES,
+            routing_duration=float(duration) / 2,
+        )
+
+    @classmethod
+    def quick_protocol(cls) -> Protocol:
+        """A smoke test: 2 s points after 1 s warm-up, one repeat, three sizes."""
+        return cls(
+            duration=2.0,
+            repeats=1,
+            warmup=1.0,
+            sizes=QUICK_SIZES,
+            quick=True,
+            routing_fanouts=(1, 10),
+            routing_duration=2.0,
+            pipe_sizes=(100, 10_000),
+            pipe_cap=2.0,
+            memory_fill=((200, 5_000),),
+            memory_polls=2,
+            drain_limit=10.0,
+        )
+
+    def describe(self) -> str:
+        sizes = ", ".join(size_label(s) for s in self.sizes)
+        return (
+            f"{self.duration:g} s per point after a {self.warmup:g} s warm-up, {self.repeats} "
+            f"repeat(s); sizes {sizes}; base/prefetch1/confirms at {self.low_rate:g} and "
+            f"{self.high_rate:g} msg/s (+ transient with confirms at {self.low_rate:g} msg/s); "
+            f"fan-out to {'/'.join(map(str, self.routing_fanouts))} queues at "
+            f"{self.routing_rate:g} msg/s for {self.routing_duration:g} s"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def size_label(n: int) -> str:
+    for unit, f in (("MB", 1_000_000), ("KB", 1_000)):
+        if n >= f and n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} B"
+
+
+@dataclass
+class CalibrationData:
+    """Everything one calibration run measured (input of `emulator.calibration.assemble`)."""
+
+    kind: str
+    version: str
+    protocol: Protocol
+    points: list[PointStats] = field(default_factory=list)
+    routing: list[PointStats] = field(default_factory=list)
+    pipes: list[PipeProbe] = field(default_factory=list)
+    memory: list[MemoryProbe] = field(default_factory=list)
+    rtts: list[float] = field(default_factory=list)
+    started: str = ""
+    finished: str = ""
+    wall_seconds: float = 0.0
+    load_start: tuple[float, ...] = ()
+    load_end: tuple[float, ...] = ()
+    network: dict[str, Any] | None = None
+    """The sidecar's network record when re-derived from a sidecar (else built from rtts)."""
+
+
+# --- progress -------------------------------------------------------------------------------------
+
+
+class Reporter:
+    """Step progress with an ETA. Lines go to `sink` when given (the CLI's printer); otherwise
+    a rich progress bar on stderr (a plain line printer when stderr is not a terminal)."""
+
+    def __init__(self, total: float, steps: int, sink: Callable[[str], None] | None) -> None:
+        self.total = total
+        self.steps = steps
+        self.sink = sink
+        self.done_planned = 0.0
+        self.k = 0
+        self.t0 = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+        if sink is None:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            if console.is_terminal:
+                from rich.progress import (
+                    BarColumn,
+                    Progress,
+                    TaskProgressColumn,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TimeRemainingColumn,
+                )
+
+                self._bar = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    TaskProgressColumn(),
+                    TimeElapsedColumn(),
+                    TextColumn("ETA"),
+                    TimeRemainingColumn(),
+                    console=console,
+                )
+                self._task = self._bar.add_task("calibration", total=total)
+                self._bar.start()
+            else:
+                self.sink = lambda line: console.print(line, markup=False, highlight=False)
+
+    def eta(self) -> float:
+        left = self.total - self.done_planned
+        if self.done_planned < 0.1 * self.total:
+            return left
+        return left * (time.monotonic() - self.t0) / self.done_planned
+
+    def line(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.console.print(text, markup=False, highlight=False)
+        elif self.sink is not None:
+            self.sink(text)
+
+    def start(self, label: str) -> None:
+        self.k += 1
+        elapsed = time.monotonic() - self.t0
+        msg = f"[{self.k}/{self.steps}] {label}"
+        if self._bar is not None:
+            self._bar.update(self._task, description=msg)
+        else:
+            self.line(f"{msg}  (elapsed {_hms(elapsed)}, ETA {_hms(self.eta())})")
+
+    def finish(self, planned: float) -> None:
+        self.done_planned += planned
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done_planned)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _hms(seconds: float) -> str:
+    s = max(0, int(round(seconds)))
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Step:
+    label: str
+    planned: float
+    run: Callable[[], str]
+
+
+def _loadavg() -> tuple[float, ...]:
+    try:
+        return tuple(round(x, 2) for x in os.getloadavg())
+    except OSError:
+        return ()
+
+
+def _stream(
+    tag: str, config: str, load: str, size: int, rate: float, p: Protocol, rep: int, **kw: Any
+) -> StreamSpec:
+    fields: dict[str, Any] = {
+        "tag": tag, "config": config, "load": load, "size": size, "rate": rate,
+        "warmup": p.warmup, "duration": p.duration, "repeat": rep,
+    }  # fmt: skip
+    fields.update(CONFIGS.get(config, CONFIGS["base"]))
+    fields.update(kw)
+    return StreamSpec(**fields)
+
+
+def _fmt_point(ps: PointStats) -> str:
+    lat = ps.latency
+    head = f"{ps.config} {ps.load} {size_label(ps.size)} r{ps.repeat}"
+    if ps.fanout:
+        head = f"fanout {ps.fanout} r{ps.repeat}"
+    if lat is None:
+        return f"  {head}: no deliveries ({ps.reason or '; '.join(ps.errors)})"
+    extra = f" write {ps.write.mean * 1e3:.2f} ms" if ps.write is not None else ""
+    flag = f"  [saturated: {ps.reason}]" if ps.saturated else ""
+    return (
+        f"  {head}: latency mean {lat.mean * 1e3:.2f} ms, median {lat.median * 1e3:.2f} ms "
+        f"(n={lat.n}){extra}{flag}"
+    )
+
+
+def _plan(
+    endpoint: BrokerEndpoint, p: Protocol, data: CalibrationData, abort: threading.Event
+) -> list[_Step]:
+    run_id = uuid.uuid4().hex[:6]
+    overhead = 1.0
+    steps: list[_Step] = []
+
+    def group_step(label: str, specs: list[StreamSpec], into: list[PointStats]) -> _Step:
+        planned = max(s.planned_seconds for s in specs) + 0.3 + overhead
+
+        def run() -> str:
+            recs = run_group(endpoint, specs, abort=abort, drain_limit=p.drain_limit)
+            stats = [point_stats(r) for r in recs]
+            into.extend(stats)
+            return "\n".join(_fmt_point(s) for s in stats)
+
+        return _Step(label, planned, run)
+
+    def network() -> str:
+        data.rtts = loopback_rtts(200)
+        if not data.rtts:
+            return "  loopback: no handshake succeeded"
+        return f"  loopback TCP handshake median {statistics.median(data.rtts) * 1e6:.1f} µs"
+
+    steps.append(_Step("loopback delay", 1.0, network))
+    for size, n_msgs in p.memory_fill:
+
+        def memory(size: int = size, n_msgs: int = n_msgs) -> str:
+            probe = measure_memory(
+                endpoint, f"cal{run_id}-mem-{size}", size, n_msgs,
+                abort=abort, polls=p.memory_polls,
+            )  # fmt: skip
+            data.memory.append(probe)
+            err = f" ({'; '.join(probe.errors)})" if probe.errors else ""
+            return (
+                f"  memory {size_label(size)} x {probe.n}: {probe.before / 1e6:.1f} -> "
+                f"{probe.after / 1e6:.1f} MB, {probe.per_message:.0f} B/msg{err}"
+            )
+
+        planned = 2 * p.memory_polls * 1.1 + n_msgs / 5000 + 2
+        steps.append(_Step(f"memory per queued message, {size_label(size)}", planned, memory))
+    low_cfgs = list(CONFIGS)
+    for rep in range(p.repeats):
+        rot = rep % len(HIGH_CONFIGS)
+        order = low_cfgs[rot:] + low_cfgs[:rot]
+        size_groups = [list(p.sizes)] if p.quick else [[s] for s in p.sizes]
+        for sizes in size_groups:
+            specs = []
+            k_total = len(sizes) * len(order)
+            for j, (size, cfg) in enumerate((s, c) for s in sizes for c in order):
+                tag = f"cal{run_id}-{cfg}-low-{size}-r{rep}"
+                spec = _stream(tag, cfg, "low", size, p.low_rate, p, rep)
+                specs.append(replace(spec, offset=j / (k_total * p.low_rate)))
+            label = f"repeat {rep + 1}/{p.repeats}: low load, {', '.join(map(size_label, sizes))}"
+            steps.append(group_step(label, specs, data.points))
+        hi = list(HIGH_CONFIGS[rot:] + HIGH_CONFIGS[:rot])
+        for size in p.sizes:
+            for cfg in hi:
+                tag = f"cal{run_id}-{cfg}-high-{size}-r{rep}"
+                spec = _stream(tag, cfg, "high", size, p.high_rate, p, rep)
+                label = f"repeat {rep + 1}/{p.repeats}: high load, {cfg}, {size_label(size)}"
+                steps.append(group_step(label, [spec], data.points))
+        for n in p.routing_fanouts:
+            tag = f"cal{run_id}-fanout{n}-r{rep}"
+            spec = _stream(
+                tag, "fanout", "routing", p.reference_size, p.routing_rate, p, rep,
+                fanout=n, duration=p.routing_duration,
+            )  # fmt: skip
+            label = f"repeat {rep + 1}/{p.repeats}: fan-out to {n} queue(s)"
+            steps.append(group_step(label, [spec], data.routing))
+        for size in p.pipe_sizes:
+            n_msgs = max(50, min(10_000, int(50e6 / size)))
+
+            def pipe(size: int = size, n_msgs: int = n_msgs, rep: int = rep) -> str:
+                tag = f"cal{run_id}-pipe-{size}-r{rep}"
+                probe = pipe_throughput(
+                    endpoint, tag, size, n_msgs, repeat=rep, time_cap=p.pipe_cap, abort=abort
+                )
+                data.pipes.append(probe)
+                err = f" ({'; '.join(probe.errors)})" if probe.errors else ""
+                return (
+                    f"  pipe {size_label(size)}: {probe.received} msgs in {probe.seconds:.2f} s, "
+                    f"{probe.per_message * 1e6:.1f} µs/msg{err}"
+                )
+
+            label = f"repeat {rep + 1}/{p.repeats}: queue service burst, {size_label(size)}"
+            steps.append(_Step(label, min(p.pipe_cap, 5.0) + overhead, pipe))
+    return steps
+
+
+def run_protocol(
+    endpoint: BrokerEndpoint,
+    protocol: Protocol,
+    *,
+    version: str,
+    progress: Callable[[str], None] | None = None,
+    abort: threading.Event | None = None,
+) -> CalibrationData:
+    """Run every step of `protocol` against `endpoint`; return the measurements."""
+    abort = abort or threading.Event()
+    data = CalibrationData(kind=endpoint.kind, version=version, protocol=protocol)
+    data.started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    data.load_start = _loadavg()
+    steps = _plan(endpoint, protocol, data, abort)
+    total = sum(s.planned for s in steps)
+    rep = Reporter(total, len(steps), progress)
+    rep.line(
+        f"calibrating {endpoint.kind} {version} at {endpoint.host}:{endpoint.port}: "
+        f"{len(steps)} steps, planned {_hms(total)}; {protocol.describe()}"
+    )
+    t0 = time.monotonic()
+    try:
+        for step in steps:
+            if abort.is_set():
+                break
+            rep.start(step.label)
+            out = step.run()
+            if out:
+                rep.line(out)
+            rep.finish(step.planned)
+    except BaseException:
+        abort.set()
+        raise
+    finally:
+        rep.close()
+    data.wall_seconds = time.monotonic() - t0
+    data.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    data.load_end = _loadavg()
+    rep.line(f"calibration measured in {_hms(data.wall_seconds)}")
+    return data

@@ -1,0 +1,54 @@
+"""A quick calibration (MODELS.md §9) against the session brokers yields a valid profile."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from emulator.calibrate import calibrate_endpoint
+from emulator.calibration.assemble import sidecar_path
+from emulator.profile import load_profile
+from testbed.backends.base import BrokerEndpoint
+
+pytestmark = pytest.mark.integration
+
+
+def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
+    lines: list[str] = []
+    t0 = time.monotonic()
+    path = calibrate_endpoint(endpoint, out, quick=True, progress=lines.append)
+    took = time.monotonic() - t0
+    assert path == out
+    assert any("ETA" in line for line in lines)
+    prof = load_profile(out)
+    assert prof.source == "measured" and prof.broker.kind == endpoint.kind
+    assert prof.broker.version and prof.broker.version != "unknown"
+    for cfg in ("base", "prefetch1", "confirms"):
+        assert cfg in prof.latency, cfg
+    base = prof.latency["base"]
+    for fit in (base.low_load, base.high_load):
+        assert 0 < fit.a < 0.05, fit
+        assert fit.b >= 0
+    assert prof.write_time.mean > 0 and prof.read_time.mean > 0 and prof.publish_time.mean > 0
+    assert prof.queue_service.a + prof.queue_service.b > 0
+    assert prof.memory.per_message_overhead >= 0
+    assert "--quick" in out.read_text()
+    side = json.loads(sidecar_path(out).read_text())
+    assert side["protocol"]["quick"] is True
+    assert {p["config"] for p in side["points"]} == {
+        "base", "prefetch1", "confirms", "confirms_transient"
+    }  # fmt: skip
+    assert len(side["routing"]) == 2 and side["queue_service"] and side["memory"]
+    assert took < 90, f"quick calibration took {took:.0f} s"
+    return took
+
+
+def test_quick_calibration_rabbitmq(rabbitmq: BrokerEndpoint, tmp_path: Path) -> None:
+    _quick(rabbitmq, tmp_path / "rabbitmq-local.yaml")
+
+
+def test_quick_calibration_activemq(activemq: BrokerEndpoint, tmp_path: Path) -> None:
+    _quick(activemq, tmp_path / "activemq-local.yaml")

@@ -352,6 +352,39 @@ def predict(
 
 
 @app.command()
+def calibrate(
+    broker: Annotated[str, typer.Option(help="rabbitmq | activemq")],
+    out_file: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--out", help="Profile YAML (default deploy/calibration/<broker>-local.yaml)."
+        ),
+    ] = None,
+    duration: Annotated[float, typer.Option(min=1, help="Seconds per point after warm-up.")] = 60,
+    repeats: Annotated[int, typer.Option(min=1, help="Repetitions per point.")] = 3,
+    quick: Annotated[bool, typer.Option("--quick", help="Seconds per point, one repeat.")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Calibration micro-benchmarks (MODELS.md §9) against a live broker -> profile YAML."""
+    if broker not in ("rabbitmq", "activemq"):
+        raise typer.BadParameter(f"{broker!r}: use rabbitmq or activemq", param_hint="--broker")
+    from emulator.calibration.api import calibrate as run_calibration
+    from testbed.bench import ROOT
+
+    target = out_file or ROOT / "deploy" / "calibration" / f"{broker}-local.yaml"
+    path = run_calibration(
+        broker,
+        target,
+        duration=duration,
+        repeats=repeats,
+        quick=quick,
+        home=home,
+        progress=lambda line: err.print(line, markup=False),
+    )
+    out.print(f"wrote {path}", markup=False)
+
+
+@app.command()
 def bench(
     quick: Annotated[
         bool, typer.Option("--quick", help="Short variants: checks the machinery, not numbers.")

@@ -183,31 +183,16 @@ class ConsumerLoop:
         """The broker went away: the delivery in hand will be redelivered (recorded as
         ``crashed``: its processing never completed), leases are void, held copies are kept."""
         now = self.clock.now()
-        if self._current is not None:
-            d, attempt, t_deliver, latency, redelivered, size = self._current
-            self.recorder.delivery(
-                d.msg_id,
-                d.queue,
-                self.name,
-                attempt,
-                t_deliver,
-                now,
-                "crashed",
-                redelivered,
-                latency,
-                size,
-            )
-        self._current = None
+        self._drop_in_hand(now)
         if self.visibility is not None:
             self.visibility.connection_lost()
         self._producers = {}
 
-    def _crash(self) -> None:
-        """Abrupt end: nothing is acked or released; the broker requeues what was unacked."""
-        now = self.clock.now()
+    def _drop_in_hand(self, now: float) -> None:
+        """The delivery being served never completed: record it as ``crashed`` (unacked, the
+        broker redelivers it; under auto/after_receive it is lost with the consumer)."""
         if self._current is not None:
             d, attempt, t_deliver, latency, redelivered, size = self._current
-            # unacked: the broker redelivers it; auto/after_receive: it is lost with the crash
             self.recorder.delivery(
                 d.msg_id,
                 d.queue,
@@ -221,6 +206,11 @@ class ConsumerLoop:
                 size,
             )
         self._current = None
+
+    def _crash(self) -> None:
+        """Abrupt end: nothing is acked or released; the broker requeues what was unacked."""
+        now = self.clock.now()
+        self._drop_in_hand(now)
         lost = self.visibility.abandon() if self.visibility is not None else 0
         self.recorder.event(now, "consumer_crashed", self.name, {"held_copies_lost": lost})
         self._producers = {}

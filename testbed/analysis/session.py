@@ -6,8 +6,9 @@
 stderr, through ``log4j2.xml`` beside this module; the console progress bar and the web UI are
 off.
 
-``spark_scope`` reuses a session that is already active (a test fixture's, a notebook's) and
-leaves it running; a session it creates it also stops, and with it the driver JVM it launched.
+``spark_scope`` reuses a session that is already running in this process (a test fixture's,
+a notebook's) and leaves it running; a session it creates it also stops, and with it the
+driver JVM it launched.
 """
 
 from __future__ import annotations
@@ -99,10 +100,16 @@ def stop_spark(spark: SparkSession, timeout: float = 20.0) -> None:
 
 @contextmanager
 def spark_scope(master: str | None = None, **kwargs: object) -> Iterator[SparkSession]:
-    """The active session if there is one (left running), else a new one stopped at exit."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
+    """The running session if there is one (left running), else a new one stopped at exit.
+
+    "Running" means a live SparkContext in this process, not PySpark's thread-local *active*
+    session: that one can read as absent from a thread the JVM has not seen, and a scope
+    that then stopped "its" session would stop someone else's.
+    """
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        yield SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
         return
     spark = spark_session(master, **kwargs)  # type: ignore[arg-type]
     try:

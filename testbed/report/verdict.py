@@ -13,6 +13,7 @@ __all__ = ["VerdictRow", "verdict_rows", "status_text", "print_verdict", "fmt_va
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -32,7 +33,7 @@ LABELS = {
     "latency_p50_s": "latency p50",
     "latency_p95_s": "latency p95",
     "latency_p99_s": "latency p99",
-    "queue_depth_mean": "queue depth (mean)",
+    "queue_depth_mean": "queue depth",
     "losses": "losses",
     "duplicates": "duplicates",
 }
@@ -49,6 +50,8 @@ class VerdictRow:
     error: str
     criterion: str
     within: bool | None
+    rule: str = ""
+    """The criterion in a few characters, for narrow consoles: ``±5%``, ``r .69≥.90``, ``CI``."""
 
     @property
     def mark(self) -> str:
@@ -81,6 +84,16 @@ def _criterion(e: dict[str, Any]) -> str:
     return "inside measured CI"
 
 
+def _rule(e: dict[str, Any]) -> str:
+    kind, target = e.get("target_kind"), e.get("target")
+    if kind == "abs_rel_error" and target is not None:
+        return f"±{target:.0%}"
+    if kind == "pearson_r" and target is not None:
+        r = e.get("pearson_r")
+        return f"r {r:.2f}≥{target:.2f}" if r is not None else f"r≥{target:.2f}"
+    return "in CI"
+
+
 def verdict_rows(summary: dict[str, Any], *, overall_only: bool = False) -> list[VerdictRow]:
     """Rows of the verdict table (whole-run rows first, as in summary.json)."""
     rows = []
@@ -106,6 +119,7 @@ def verdict_rows(summary: dict[str, Any], *, overall_only: bool = False) -> list
                 error="–" if err is None else f"{err:+.1%}",
                 criterion=_criterion(e),
                 within=e.get("within_target"),
+                rule=_rule(e),
             )
         )
     return rows
@@ -121,28 +135,43 @@ def status_text(summary: dict[str, Any]) -> str:
 
 
 def print_verdict(summary: dict[str, Any], console: Console | None = None) -> None:
-    """The whole-run verdict table on the console (rich)."""
+    """The whole-run verdict table on the console (rich), compact enough for 80 columns:
+    units in the metric column, values bare."""
     console = console or Console()
-    table = Table(title=f"{summary.get('scenario')} — {status_text(summary)}", title_justify="left")
+    table = Table(
+        title=f"{summary.get('scenario')} — {status_text(summary)}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for name, justify in (
         ("metric", "left"),
         ("measured", "right"),
-        ("95 % CI", "right"),
+        ("95% CI", "right"),
         ("predicted", "right"),
         ("error", "right"),
-        ("criterion", "left"),
+        ("target", "left"),
         ("", "center"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for r in verdict_rows(summary, overall_only=True):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for e, r in zip(_overall(summary), verdict_rows(summary, overall_only=True), strict=True):
+        unit = _UNITS.get(r.metric, ("", 1.0))[0]
+        ci = e.get("measured_ci")
         style = {True: "green", False: "red", None: "dim"}[r.within]
         table.add_row(
-            r.label,
-            r.measured,
-            r.measured_ci,
-            r.predicted,
+            f"{r.label}, {unit}" if unit else r.label,
+            fmt_value(e.get("measured"), r.metric, unit=False),
+            f"{fmt_value(ci[0], r.metric, unit=False)}–{fmt_value(ci[1], r.metric, unit=False)}"
+            if ci
+            else "",
+            fmt_value(e.get("predicted"), r.metric, unit=False),
             r.error,
-            r.criterion,
+            r.rule,
             f"[{style}]{r.mark}[/]",
         )
     console.print(table)
+
+
+def _overall(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in summary.get("metrics", []) if e.get("queue") is None]

@@ -27,7 +27,9 @@ mean-based fits alongside. How each profile field is derived (and used by
 - ``routing.per_destination``: slope of the per-point median copy latency on the number of
   queues bound to a fanout exchange.
 - ``queue_service``: a + b·size over the pipe bursts' per-message times (an upper bound: the
-  clients share the machine with the broker).
+  clients share the machine with the broker), by least squares of the *relative* errors
+  (weights 1/t²: the times span 0.1–40 ms and a plain fit would serve only the 1 MB point);
+  r and r2 are the weighted ones.
 - ``network_delay``: half the median loopback TCP handshake.
 - ``threads`` (the `threads` model, §3a): a black box shows neither the thread count nor how a
   message's broker time splits into stages, only the single-queue capacity. Both stages get the
@@ -174,7 +176,12 @@ def assemble(
     # queue service first: it decides which high-load points carry queueing
     pipes = [x for x in data.pipes if x.received and math.isfinite(x.per_message)]
     qs = (
-        linear_fit([x.size for x in pipes], [x.per_message for x in pipes], nonneg=True)
+        linear_fit(
+            [x.size for x in pipes],
+            [x.per_message for x in pipes],
+            nonneg=True,
+            weights=[1.0 / x.per_message**2 for x in pipes],
+        )
         if pipes
         else None
     )
@@ -232,6 +239,12 @@ def assemble(
                 "mean_fit": linear_fit(xs, [s.mean for s in lats], nonneg=True).to_json(),
                 "pooled_sd_small": (_pooled(_small(use, ref), "latency") or (0.0, 0.0))[1],
             }
+        for name, v in variants.items():
+            if v["r"] is not None and v["r"] < 0.5:
+                asm.notes.append(
+                    f"{cfg} {name.replace('_', ' ')}: the median latency is not linear in the "
+                    f"size (r = {v['r']:.2f}); see the sidecar's points."
+                )
         if len(variants) == 2:
             latency[cfg] = variants
         elif variants:
@@ -305,6 +318,11 @@ def assemble(
         "base_bytes": max(mem[0].before, 0.0) if mem else 0.0,
         "high_watermark": HIGH_WATERMARK.get(data.kind, 1.0),
     }
+    if len(mem) > 1:
+        asm.notes.append(
+            f"memory: the probe at {size_label(int(ref_mem.size)) if ref_mem else '?'} is used; "
+            "the others are in the sidecar only."
+        )
     if ref_mem is not None and ref_mem.overhead < 0:
         asm.notes.append(
             f"memory: broker memory grew by less than the bodies ({ref_mem.per_message:.0f} B "
@@ -343,7 +361,8 @@ def assemble(
         "publish_time": f"publish call without confirms (base, {small}): mean, sd",
         "write_time": f"publish -> confirm, transient ({small}, {p.low_rate:g} msg/s): mean, sd",
         "read_time": f"deliver -> ack returned (base, {small}): mean, sd",
-        "queue_service": "per-message time of a burst through one queue (upper bound), "
+        "queue_service": "per-message time of a burst through one queue (upper bound; "
+        "relative least squares), "
         f"sizes {', '.join(size_label(s) for s in sorted({x.size for x in pipes}))}",
         "threads": "threads model: each stage serves in the burst time per message at "
         f"{size_label(int(ref))} (cv 1), one thread: the measured single-queue capacity",

@@ -1,6 +1,7 @@
 """The regression and moment maths of calibration (MODELS.md §9), on plain numbers.
 
-- `linear_fit`: least squares t = a + b·x with Pearson r and R²; optionally constrained to
+- `linear_fit`: least squares t = a + b·x with Pearson r and R² (optionally weighted);
+  optionally constrained to
   a, b ≥ 0 (a profile's `LinearCost` cannot hold negative costs), solved exactly: the unconstrained
   optimum if it is feasible, else the best of the boundary solutions (a = 0, b = 0, both 0).
 - `difference_fit`: the overhead regressions of §9 — per matched point (size, repeat) the
@@ -75,52 +76,75 @@ def _arrays(x: Iterable[float], y: Iterable[float]) -> tuple[np.ndarray, np.ndar
     return xa, ya
 
 
-def pearson(x: Iterable[float], y: Iterable[float]) -> float | None:
-    """Pearson's correlation coefficient; None when either variable is constant."""
+def _weights(w: Iterable[float] | None, n: int) -> np.ndarray:
+    if w is None:
+        return np.ones(n)
+    wa = np.asarray(list(w), dtype=float)
+    if wa.shape != (n,) or not np.all(np.isfinite(wa)) or np.any(wa <= 0):
+        raise ValueError("weights must be finite, positive and one per point")
+    return wa
+
+
+def pearson(
+    x: Iterable[float], y: Iterable[float], weights: Iterable[float] | None = None
+) -> float | None:
+    """(Weighted) Pearson correlation coefficient; None when either variable is constant."""
     xa, ya = _arrays(x, y)
-    dx = xa - xa.mean()
-    dy = ya - ya.mean()
-    sxx = float(dx @ dx)
-    syy = float(dy @ dy)
+    w = _weights(weights, xa.size)
+    dx = xa - (w @ xa) / w.sum()
+    dy = ya - (w @ ya) / w.sum()
+    sxx = float(w @ (dx * dx))
+    syy = float(w @ (dy * dy))
     if sxx <= 0 or syy <= 0:
         return None
-    r = float(dx @ dy) / math.sqrt(sxx * syy)
+    r = float(w @ (dx * dy)) / math.sqrt(sxx * syy)
     return max(-1.0, min(1.0, r))
 
 
-def _sse(xa: np.ndarray, ya: np.ndarray, a: float, b: float) -> float:
+def _sse(xa: np.ndarray, ya: np.ndarray, w: np.ndarray, a: float, b: float) -> float:
     e = ya - (a + b * xa)
-    return float(e @ e)
+    return float(w @ (e * e))
 
 
-def linear_fit(x: Iterable[float], y: Iterable[float], *, nonneg: bool = False) -> LineFit:
+def linear_fit(
+    x: Iterable[float],
+    y: Iterable[float],
+    *,
+    nonneg: bool = False,
+    weights: Iterable[float] | None = None,
+) -> LineFit:
     """Least-squares line through (x, y); with `nonneg`, the best line with a ≥ 0 and b ≥ 0.
 
-    With a single distinct x the slope is not identifiable: b = 0 and a = mean(y).
+    `weights` (default all 1) make it weighted least squares — e.g. 1/y² to fit relative
+    errors when y spans orders of magnitude; r and R² are then the weighted ones. With a
+    single distinct x the slope is not identifiable: b = 0 and a = (weighted) mean(y).
     """
     xa, ya = _arrays(x, y)
     n = int(xa.size)
-    xm, ym = float(xa.mean()), float(ya.mean())
+    w = _weights(weights, n)
+    sw = float(w.sum())
+    xm, ym = float(w @ xa) / sw, float(w @ ya) / sw
     dx = xa - xm
-    sxx = float(dx @ dx)
+    sxx = float(w @ (dx * dx))
     if sxx > 0:
-        b_ols = float(dx @ (ya - ym)) / sxx
+        b_ols = float(w @ (dx * (ya - ym))) / sxx
         a_ols = ym - b_ols * xm
     else:
         b_ols, a_ols = 0.0, ym
     a, b = a_ols, b_ols
     if nonneg and (a < 0 or b < 0):
         candidates: list[tuple[float, float]] = [(0.0, 0.0)]
-        sx2 = float(xa @ xa)
+        sx2 = float(w @ (xa * xa))
         if sx2 > 0:
-            candidates.append((0.0, max(float(xa @ ya) / sx2, 0.0)))
+            candidates.append((0.0, max(float(w @ (xa * ya)) / sx2, 0.0)))
         candidates.append((max(ym, 0.0), 0.0))
-        a, b = min(candidates, key=lambda ab: _sse(xa, ya, *ab))
-    sst = float((ya - ym) @ (ya - ym))
+        a, b = min(candidates, key=lambda ab: _sse(xa, ya, w, *ab))
+    dy = ya - ym
+    sst = float(w @ (dy * dy))
     r2: float | None = None
     if sst > 0:
-        r2 = 1.0 - _sse(xa, ya, a, b) / sst
-    r = pearson(xa, ya) if n > 1 else None
+        r2 = 1.0 - _sse(xa, ya, w, a, b) / sst
+    r = pearson(xa, ya, w) if n > 1 else None
     constrained = (a, b) != (a_ols, b_ols)
     return LineFit(a=a, b=b, r=r, r2=r2, n=n, a_ols=a_ols, b_ols=b_ols, constrained=constrained)
 

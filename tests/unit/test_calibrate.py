@@ -64,6 +64,23 @@ def test_known_line_with_noise_is_recovered() -> None:
     assert f.at(200) == pytest.approx(f.a + 200 * f.b)
 
 
+def test_weighted_fit() -> None:
+    x = np.array(SIZES, dtype=float)
+    rng = np.random.default_rng(11)
+    y = (2.5e-4 + 3e-8 * x) * (1 + rng.normal(0, 0.05, x.size))
+    w = 1 / y**2
+    f = linear_fit(x, y, weights=w)
+    # the weighted normal equations, solved independently
+    A = np.vstack([np.ones_like(x), x]).T
+    a, b = np.linalg.solve(A.T @ (w[:, None] * A), A.T @ (w * y))
+    assert (f.a, f.b) == pytest.approx((a, b), rel=1e-9)
+    # relative weighting keeps the small-size intercept; plain LS serves the 1 MB point
+    assert f.a == pytest.approx(2.5e-4, rel=0.2)
+    assert linear_fit(x, y, weights=np.ones_like(x)) == linear_fit(x, y)
+    with pytest.raises(ValueError):
+        linear_fit([1, 2], [1.0, 2.0], weights=[1.0, 0.0])
+
+
 def test_exact_line() -> None:
     f = linear_fit([1, 2, 3], [3, 5, 7])
     assert (f.a, f.b) == pytest.approx((1.0, 2.0))

@@ -214,6 +214,9 @@ class StompProducer:
     def _cond_notify(self) -> None:  # caller holds adapter._lock
         self._cond.notify_all()
 
+    def flush(self) -> None:
+        """SEND frames are written at once; nothing is held back."""
+
     @property
     def in_flight(self) -> int:
         return len(self._book)
@@ -225,6 +228,7 @@ class StompProducer:
         msg_id: str,
         headers: Mapping[str, Any] | None = None,
         routing_key: str | None = None,
+        flush: bool = True,
     ) -> int:
         hdrs = {str(k): str(v) for k, v in (headers or {}).items()}
         t_ns = parse_publish_ns(hdrs.get(HDR_T_PUBLISH_NS)) or time.time_ns()

@@ -306,9 +306,16 @@ class Producer(Protocol):
         msg_id: str,
         headers: Mapping[str, Any] | None = None,
         routing_key: str | None = None,
+        flush: bool = True,
     ) -> int:
         """Send one message; returns the publish time (ns) written to `HDR_T_PUBLISH_NS`
-        (the caller's value if `headers` already has one)."""
+        (the caller's value if `headers` already has one). ``flush=False`` lets the adapter
+        keep the frames in its output buffer until the next `flush` (or flushing publish):
+        a generator that is behind schedule sends a burst with one I/O round."""
+        ...
+
+    def flush(self) -> None:
+        """Write buffered publishes now (no-op for adapters that always write at once)."""
         ...
 
     def poll_confirms(self, timeout: float = 0.0) -> list[Confirm]:

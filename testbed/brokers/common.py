@@ -107,7 +107,11 @@ class PumpedProducer(ABC):
         msg_id: str,
         headers: Mapping[str, Any] | None = None,
         routing_key: str | None = None,
+        flush: bool = True,
     ) -> int: ...
+
+    def flush(self) -> None:  # noqa: B027 - adapters that buffer override it
+        """Write publishes held back by ``publish(..., flush=False)``."""
 
     @property
     def in_flight(self) -> int:

@@ -297,6 +297,7 @@ class KombuProducer(PumpedProducer):
         msg_id: str,
         headers: Mapping[str, Any] | None = None,
         routing_key: str | None = None,
+        flush: bool = True,
     ) -> int:
         hdrs, t_ns = publish_headers(headers)
         if self.destination.kind == "queue":

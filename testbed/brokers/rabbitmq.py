@@ -290,6 +290,7 @@ class PikaProducer(PumpedProducer):
         msg_id: str,
         headers: Mapping[str, Any] | None = None,
         routing_key: str | None = None,
+        flush: bool = True,
     ) -> int:
         hdrs, t_ns = publish_headers(headers)
         # only what a consumer reads: the id, the ns publish time, persistence when asked for
@@ -310,8 +311,14 @@ class PikaProducer(PumpedProducer):
             if self.confirms:
                 self._tag += 1
                 self._book.add(self._tag, msg_id)
-            self._ch.basic_publish(exchange, key, body, props, mandatory=self.mandatory)
+            if flush:
+                self._ch.basic_publish(exchange, key, body, props, mandatory=self.mandatory)
+            else:  # frames wait in pika's output buffer; `flush` (one poll round) sends them
+                self._ch._impl.basic_publish(exchange, key, body, props, self.mandatory)
         return t_ns
+
+    def flush(self) -> None:
+        self._a.pump(0)
 
     def close(self) -> None:
         if self._ch.is_open:

@@ -193,9 +193,13 @@ def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
             pq = None
         else:
             st = analytic.mmn(lam, mu, n)
-            # Allen–Cunneen: the holding time's fixed parts make it less variable than
-            # exponential; scale the wait by (1 + c²)/2 (exactly 1 when they are zero)
-            ac = (1.0 + (svc * svc + float(c.read.variance)) / (hold * hold)) / 2.0
+            # Allen–Cunneen: scale the M/M/n wait by (1 + c²)/2, c² the holding time's squared
+            # coefficient of variation — its fixed parts make it less variable than exponential,
+            # the calibrated delivery jitter and read time (heavy-tailed, cv up to ~5) more
+            jitter = c.delivery_jitter(lam) if kind == "amqp" else None
+            var = svc * svc + float(c.read.variance)
+            var += float(jitter.variance) if jitter is not None else 0.0
+            ac = (1.0 + var / (hold * hold)) / 2.0
             wq = st.wq * ac
             depth = lam * (wq + hold) + lam * broker_wait
             pq = tuple(  # type: ignore[assignment]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def test_summary_has_means_and_confidence_intervals(
 ) -> None:
     summary = json.loads((quickstart_prediction.out_dir / "summary.json").read_text())
     assert summary["scenario"] == "quickstart" and summary["replications"] == 3
-    assert summary["profile"]["source"] == "facts-estimate"
+    assert summary["profile"]["source"] == "measured"  # the shipped, calibrated default
     want = {
         "throughput_msg_s",
         "latency_mean_s",
@@ -105,13 +106,20 @@ def test_summary_has_means_and_confidence_intervals(
 
 
 def test_analytic_agrees_with_simulate_on_quickstart_like_input(tmp_path: Path) -> None:
-    """Quickstart with prefetch 1 is an M/M/2 queue behind the calibrated broker path."""
+    """Quickstart with prefetch 1 is an M/G/2 queue behind the calibrated broker path.
+
+    The shipped (measured) profile has heavy-tailed delivery and read times (cv 2-5); the
+    closed form handles them with the Allen-Cunneen correction, an approximation: means and
+    p95 agree to 20 %, throughput exactly (measured 2026-11-21: mean -17 %, p95 -18 %,
+    end-to-end -9 %). With exponential parts the agreement is exact (next test)."""
     s = quickstart_like(**{"prefetch: 10": "prefetch: 1", "duration: 60s": "duration: 300s"})
     a = predict(s, tmp_path / "a", method="analytic")
     sim = predict(s, tmp_path / "s", replications=4, processes=1)
-    for name in ("throughput_msg_s", "latency_mean_s", "latency_p95_s", "end_to_end_mean_s"):
-        lo, hi = sim.metric(name)["predicted_ci"]
-        assert lo <= a.metric(name)["predicted"] <= hi, name
+    lo, hi = sim.metric("throughput_msg_s")["predicted_ci"]
+    assert lo <= a.metric("throughput_msg_s")["predicted"] <= hi
+    for name in ("latency_mean_s", "latency_p95_s", "end_to_end_mean_s"):
+        want = sim.metric(name)["predicted"]
+        assert a.metric(name)["predicted"] == pytest.approx(want, rel=0.20), name
     assert a.metric("latency_mean_s")["predicted_ci"] is None
     assert sorted(p.name for p in (tmp_path / "a" / "predicted").iterdir()) == ["summary.json"]
 
@@ -196,7 +204,8 @@ def test_profile_errors_name_the_file_and_field(tmp_path: Path) -> None:
         match=r"p\.yaml: .*network_dealy: unknown field \(did you mean 'network_delay'\?\)",
     ):
         load_profile(bad)
-    bad.write_text(good.replace("persistence: {a: 4.56e-4", "persistence: {a: -1"))
+    assert "persistence: {a: " in good
+    bad.write_text(re.sub(r"persistence: \{a: [0-9.e+-]+", "persistence: {a: -1", good, count=1))
     with pytest.raises(ConfigurationError, match=r"persistence\.a"):
         load_profile(bad)
 

@@ -9,9 +9,10 @@ processes when there are several — and writes into ``<out_dir>/predicted/``:
 
 - ``messages.parquet``, ``deliveries.parquet``, ``timeseries.parquet``, ``events.parquet``: all
   replications (``replication`` column), exactly the record schemas of a live run;
-- ``ledger.json``: the ledger of replication 0 (the one a single live run pairs with); with more
-  than one replication also ``ledger.rep<N>.json`` for every N, and the across-replication
-  mean and CI in ``summary.json``'s ``ledger`` section;
+- ``ledger.json``: the ledger summed over the replications and, with more than one,
+  ``ledger.r<N>.json`` for every N — the same files as ``measured/``
+  (`testbed.observe.ledger.write_ledgers`); the across-replication mean and CI are in
+  ``summary.json``'s ``ledger`` section;
 - ``summary.json``: per-metric means with 95 % intervals (see ``emulator.sim.summary``).
 
 ``method="analytic"`` answers from the closed forms (``emulator.closed_form``) when the scenario
@@ -45,6 +46,7 @@ from testbed.core.records import SCHEMAS, Ledger, write_table
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_checks import offered_load
 from testbed.core.scenario_loader import load_scenario
+from testbed.observe.ledger import write_ledgers
 
 METHODS = ("simulate", "analytic")
 
@@ -169,13 +171,7 @@ def predict(
     out.mkdir(parents=True, exist_ok=True)
     files = {name: write_table(out, name, tables[name]) for name in SCHEMAS}
     ledgers = [r.ledger for r in results]
-    ledgers[0].write(out / "ledger.json")
-    files["ledger"] = out / "ledger.json"
-    for stale in out.glob("ledger.rep*.json"):
-        os.remove(stale)
-    if n > 1:
-        for r in results:
-            r.ledger.write(out / f"ledger.rep{r.replication}.json")
+    files["ledger"] = write_ledgers(out, ledgers)
     per_rep = [replication_metrics(r.tables, r.ledger) for r in results]
     start = float(s.warmup)
     summary = {

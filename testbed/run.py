@@ -34,7 +34,7 @@ from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.observe.environment import environment
 from testbed.observe.exporter import ExportingPoller, exporter_from_env
-from testbed.observe.ledger import compute_ledger
+from testbed.observe.ledger import compute_ledger, write_ledgers
 from testbed.observe.stats import StatsPoller, make_stats_poller
 from testbed.observe.timeseries import TimeseriesSampler
 from testbed.workload.config import RunClock, WorkerConfig
@@ -237,12 +237,8 @@ def _collect(run_dir: Path, replications: int) -> list[Ledger]:
     for rep in range(replications):
         m = messages.filter(pc.equal(messages.column("replication"), rep))
         d = deliveries.filter(pc.equal(deliveries.column("replication"), rep))
-        ledger = compute_ledger(m, d)
-        ledger.write(measured / (f"ledger.r{rep}.json" if replications > 1 else "ledger.json"))
-        ledgers.append(ledger)
-    if replications > 1:
-        total = Ledger(**{k: sum(getattr(x, k) for x in ledgers) for k in Ledger().to_json()})
-        total.write(measured / "ledger.json")
+        ledgers.append(compute_ledger(m, d))
+    write_ledgers(measured, ledgers)
     return ledgers
 
 

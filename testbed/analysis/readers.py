@@ -144,14 +144,14 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def read_ledgers(side_dir: Path, replications: list[int]) -> list[Ledger]:
     """Per-replication ledgers of one side, in replication order.
 
-    The live run writes ``ledger.r<N>.json`` (and a summed ``ledger.json``) with several
-    replications, the simulator ``ledger.rep<N>.json`` (and replication 0 as ``ledger.json``);
-    one replication has only ``ledger.json``. A missing file is recomputed from the tables.
+    Both sides write ``ledger.r<N>.json`` (and a summed ``ledger.json``) with several
+    replications and only ``ledger.json`` with one (`testbed.observe.ledger.write_ledgers`).
+    A missing file is recomputed from the tables.
     """
     side_dir = Path(side_dir)
     out: list[Ledger] = []
     for rep in replications:
-        names = [f"ledger.r{rep}.json", f"ledger.rep{rep}.json"]
+        names = [f"ledger.r{rep}.json"]
         if len(replications) == 1:
             names.append("ledger.json")
         found = next((side_dir / n for n in names if (side_dir / n).is_file()), None)

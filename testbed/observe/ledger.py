@@ -24,7 +24,9 @@ replication costs tens of MB, not a Python set of strings.
 
 from __future__ import annotations
 
-__all__ = ["compute_ledger", "message_index", "codes"]
+__all__ = ["compute_ledger", "message_index", "codes", "write_ledgers", "LEDGER_FILE"]
+
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -86,3 +88,26 @@ def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
         redeliveries=int(pc.sum(pc.cast(again, pa.int64())).as_py() or 0),
         dead_lettered=int(dead.sum()),
     )
+
+
+LEDGER_FILE = "ledger.json"
+"""The whole side's ledger: the sum over its replications (one replication: that one)."""
+
+
+def write_ledgers(side_dir: Path, ledgers: list[Ledger]) -> Path:
+    """Write one side's ledgers the same way for `measured/` and `predicted/`.
+
+    ``ledger.json`` holds the sum over the replications (Jepsen's checker over the side's whole
+    history); with more than one replication each also gets ``ledger.r<N>.json``. Files of an
+    earlier, larger set of replications are removed.
+    """
+    side_dir = Path(side_dir)
+    side_dir.mkdir(parents=True, exist_ok=True)
+    for stale in side_dir.glob("ledger.r*.json"):
+        stale.unlink()
+    total = Ledger(**{k: sum(getattr(x, k) for x in ledgers) for k in Ledger().to_json()})
+    total.write(side_dir / LEDGER_FILE)
+    if len(ledgers) > 1:
+        for rep, ledger in enumerate(ledgers):
+            ledger.write(side_dir / f"ledger.r{rep}.json")
+    return side_dir / LEDGER_FILE

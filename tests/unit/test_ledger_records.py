@@ -16,7 +16,7 @@ from testbed.core.records import (
     merge_parts,
     read_table,
 )
-from testbed.observe.ledger import compute_ledger
+from testbed.observe.ledger import compute_ledger, write_ledgers
 
 
 def _messages(rows: list[tuple[str, float | None]]) -> pa.Table:
@@ -99,6 +99,20 @@ def test_ledger_json_round_trip(tmp_path: Path) -> None:
     ledger = Ledger(sent=3, confirmed=2, lost=1)
     ledger.write(tmp_path / "ledger.json")
     assert Ledger.read(tmp_path / "ledger.json") == ledger
+
+
+def test_both_sides_write_ledgers_alike(tmp_path: Path) -> None:
+    reps = [Ledger(sent=10, confirmed=10, delivered_unique=9, lost=1), Ledger(sent=5, lost=0)]
+    (tmp_path / "ledger.r7.json").write_text("{}")  # from an earlier run with more replications
+    write_ledgers(tmp_path, reps)
+    assert Ledger.read(tmp_path / "ledger.json") == Ledger(
+        sent=15, confirmed=10, delivered_unique=9, lost=1
+    )
+    assert [Ledger.read(tmp_path / f"ledger.r{i}.json") for i in (0, 1)] == reps
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ledger.json", "ledger.r0.json", "ledger.r1.json"]  # fmt: skip
+    write_ledgers(tmp_path, reps[:1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.json"]
 
 
 def test_writer_flushes_in_batches_and_survives_a_crash(tmp_path: Path) -> None:

@@ -64,10 +64,11 @@ def test_predict_writes_every_table_with_exactly_the_record_schemas(
 
 def test_predict_writes_ledgers_per_replication(quickstart_prediction: PredictionResult) -> None:
     out = quickstart_prediction.out_dir
-    first = Ledger.read(out / "ledger.json")
-    assert first == Ledger.read(out / "ledger.rep0.json") == quickstart_prediction.ledgers[0]
+    total = Ledger.read(out / "ledger.json")  # the side's sum, as measured/ledger.json
+    assert total.sent == sum(lg.sent for lg in quickstart_prediction.ledgers)
+    assert Ledger.read(out / "ledger.r0.json") == quickstart_prediction.ledgers[0]
     for r in range(3):
-        lg = Ledger.read(out / f"ledger.rep{r}.json")
+        lg = Ledger.read(out / f"ledger.r{r}.json")
         assert lg.sent > 10_000 and lg.lost == 0 and lg.delivered_unique == lg.sent
     assert (out.parent / "measured" / "messages.parquet").read_bytes().startswith(b"not parquet")
 

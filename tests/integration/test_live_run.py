@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -261,3 +262,84 @@ faults:
     assert 740 < ledger["sent"] < 860
     missed = m[m.t_publish.isna()]
     assert 40 < len(missed) < 200 and missed.t_confirm.isna().all()
+
+
+def test_replications_use_derived_seeds_and_separate_ledgers(
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    """`--replications 2`: two load phases with seeds derived from the scenario seed — the
+    schedules differ, every table carries its replication, one ledger each plus their sum."""
+    run_dir = live(
+        tmp_path,
+        local_backend.home,
+        """
+name: reps
+seed: 7
+duration: 3s
+topology: {queues: [{name: rq}]}
+producers: [{name: p, queue: rq, arrival: {kind: poisson, rate: 100/s}, confirms: true}]
+consumers: [{name: c, queue: rq}]
+""",
+        replications=2,
+    )
+    m, d, _, total = tables(run_dir)
+    assert sorted(m.replication.unique()) == [0, 1] and sorted(d.replication.unique()) == [0, 1]
+    firsts = [m[m.replication == r].sort_values("t_intended").t_intended.head(20).to_list()
+              for r in (0, 1)]  # fmt: skip
+    assert firsts[0] != firsts[1]  # different derived seeds, different Poisson schedules
+    reps = [json.loads((run_dir / "measured" / f"ledger.r{r}.json").read_text()) for r in (0, 1)]
+    for r, led in enumerate(reps):
+        assert led["sent"] == (m.replication == r).sum() > 150 and led["lost"] == 0
+    assert total == {k: reps[0][k] + reps[1][k] for k in total}
+
+
+def test_ui_serves_locust_web_ui_while_the_run_is_live(
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    """`--ui`: Locust runs with its web UI on 127.0.0.1 (autostarted, not headless); its stats
+    endpoint shows the scenario's users while the load runs, and the run ends by itself."""
+    import io
+    import re
+    import threading
+    import urllib.request
+
+    out = io.StringIO()
+    f = tmp_path / "scenario.yaml"
+    f.write_text("""
+name: ui
+duration: 8s
+topology: {queues: [{name: uq}]}
+producers: [{name: p, count: 2, queue: uq, arrival: {kind: poisson, rate: 50/s}}]
+consumers: [{name: c, queue: uq}]
+""")
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        result["run"] = run_scenario(f, home=local_backend.home, out_dir=tmp_path / "runs",
+                                     predict=False, ui=True,
+                                     console=Console(file=out, width=200))  # fmt: skip
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    url, stats = None, None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and t.is_alive():
+        found = re.search(r"Locust web UI: (http://127\.0\.0\.1:\d+)", out.getvalue())
+        if found:
+            url = found.group(1)
+            try:
+                with urllib.request.urlopen(url + "/stats/requests", timeout=2) as resp:
+                    stats = json.loads(resp.read())
+            except OSError:
+                stats = None
+            if stats and stats.get("state") == "running" and stats.get("user_count") == 3:
+                break
+        time.sleep(0.3)
+    assert url is not None, out.getvalue()
+    assert stats is not None and stats["state"] == "running" and stats["user_count"] == 3, stats
+    t.join(timeout=90)
+    assert not t.is_alive(), "the --ui run did not end by itself"
+    run_dir = result["run"].run_dir  # type: ignore[attr-defined]
+    _, _, _, ledger = tables(run_dir)
+    assert ledger["sent"] > 300 and ledger["lost"] == 0
+    assert (run_dir / "measured" / "locust" / "r0_stats.csv").stat().st_size > 0

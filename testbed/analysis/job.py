@@ -242,6 +242,7 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
         scores=scores_pd,
         ks=ks_pd,
         has_prediction=has_prediction,
+        overload=scenario.overload,
         predicted_summary=None if "predicted" in frames.sides else predicted_summary,
         extra={
             "load_window": {

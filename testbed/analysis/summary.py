@@ -22,9 +22,11 @@ Per metric and queue (``queue: null`` is the whole run; ``analysis/windows.parqu
 - ``rel_error``: ``(predicted − measured) / |measured|`` (signed; 0 when both are 0; null when
   only the measured figure is 0).
 - ``within_target``: ``|rel_error| ≤ target`` for throughput and latencies (targets from the
-  scenario's ``accuracy``); for ``queue_depth_mean`` the across-window Pearson r of queue depth
-  ≥ ``accuracy.queue_depth_pearson_r`` (when either series is constant r is undefined and the
-  check falls back to the measured interval); for ``losses``/``duplicates`` "inside the
+  scenario's ``accuracy``); for ``queue_depth_mean`` in a scenario marked ``overload`` the
+  across-window Pearson r of queue depth ≥ ``accuracy.queue_depth_pearson_r`` (when either
+  series is constant r is undefined and the check falls back to the measured interval), in a
+  stable one ``|rel_error| ≤ accuracy.queue_depth_mean`` (the windows' depths are independent
+  noise there, r ≈ 0 whatever the model); for ``losses``/``duplicates`` "inside the
   measured interval". ``target_kind`` says which; ``inside_measured_ci`` is reported for all.
   Null without a prediction.
 
@@ -101,6 +103,8 @@ class SummaryInputs:
     ks: pd.DataFrame
     """``queue, ks, measured_n, predicted_n``."""
     has_prediction: bool
+    overload: bool = False
+    """The scenario is meant to be unstable: queue depth is judged by its Pearson r."""
     predicted_summary: dict[str, Any] | None = None
     """The simulator's/closed forms' own summary.json, used when there are no tables."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -218,6 +222,13 @@ def _judge(inp: SummaryInputs, metric: str, queue: str, e: dict[str, Any]) -> di
         r = _score(inp, queue, "queue_depth", "pearson_r")
         out["pearson_r"] = r
         target = inp.targets.get("queue_depth_pearson_r")
+        mean_target = inp.targets.get("queue_depth_mean")
+        if not inp.overload and mean_target is not None:
+            out.update(target=mean_target, target_kind="abs_rel_error")
+            if inp.has_prediction and e["measured"] is not None and e["predicted"] is not None:
+                err = e["rel_error"]
+                out["within_target"] = bool(err is not None and abs(err) <= mean_target)
+            return out
         if r is not None and target is not None:
             out.update(target=target, target_kind="pearson_r")
             if inp.has_prediction:

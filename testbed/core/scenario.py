@@ -339,6 +339,11 @@ class AccuracyTargets(Strict):
     latency_p95: float = Field(0.25, gt=0)
     latency_p99: float = Field(0.35, gt=0)
     queue_depth_pearson_r: float = Field(0.9, ge=-1, le=1)
+    """Across-window Pearson r of queue depth, judged in overload scenarios (``overload: true``):
+    there the depth follows a trend the model must reproduce."""
+    queue_depth_mean: float = Field(0.25, gt=0)
+    """Relative error of the mean queue depth, judged in stable scenarios: there the per-window
+    depth is noise around its mean, uncorrelated between two independent runs (r ≈ 0)."""
 
 
 class RecordingSpec(Strict):

@@ -19,6 +19,7 @@ TARGETS = {
     "latency_p95": 0.25,
     "latency_p99": 0.35,
     "queue_depth_pearson_r": 0.9,
+    "queue_depth_mean": 0.25,
 }
 
 
@@ -91,8 +92,11 @@ def test_medians_t_intervals_errors_and_targets() -> None:
     p95 = _entry(doc, "latency_p95_s")
     assert p95["rel_error"] == pytest.approx((0.020 - 0.011) / 0.011)
     assert p95["within_target"] is False and p95["ks"] == 0.12
-    depth = _entry(doc, "queue_depth_mean")
-    assert depth["target_kind"] == "pearson_r" and depth["within_target"] is True
+    depth = _entry(doc, "queue_depth_mean")  # stable scenario: mean 2.5 vs 1.2 predicted
+    assert depth["target_kind"] == "abs_rel_error" and depth["target"] == 0.25
+    assert depth["within_target"] is False and depth["pearson_r"] == 0.95
+    over = _entry(build_summary(_inputs(MEASURED, PREDICTED, overload=True)), "queue_depth_mean")
+    assert over["target_kind"] == "pearson_r" and over["within_target"] is True  # r 0.95 ≥ 0.9
     loss = _entry(doc, "losses")
     assert (loss["measured"], loss["predicted"]) == (1.0, 0.0)
     assert loss["target_kind"] == "inside_measured_ci"
@@ -100,7 +104,7 @@ def test_medians_t_intervals_errors_and_targets() -> None:
     assert _entry(doc, "throughput_msg_s", "work")["measured"] == 100.0
     assert not any(e["metric"] == "losses" and e["queue"] for e in doc["metrics"])
     assert doc["windows"]["mape"] == 0.04 and doc["windows"]["pearson_r"] == 0.95
-    assert doc["verdict"] == {"status": "fail", "within": 3, "judged": 5}
+    assert doc["verdict"] == {"status": "fail", "within": 2, "judged": 5}
     assert doc["measured_replications"] == 3 and doc["predicted_replications"] == 3
 
 
@@ -148,10 +152,11 @@ def test_without_prediction_nothing_is_judged() -> None:
 
 
 def test_constant_depth_falls_back_to_the_measured_interval() -> None:
+    """In an overload scenario whose depth series is constant, r is undefined."""
     scores = pd.DataFrame(
         [("*", "queue_depth", 8, 0.0, None)], columns=["queue", "series", "n", "mape", "pearson_r"]
     )
-    doc = build_summary(_inputs(MEASURED, PREDICTED, scores=scores))
+    doc = build_summary(_inputs(MEASURED, PREDICTED, scores=scores, overload=True))
     depth = _entry(doc, "queue_depth_mean")
     assert depth["target_kind"] == "inside_measured_ci"
     assert depth["within_target"] is False  # 1.2 is far below the measured 2–3 interval

@@ -386,26 +386,67 @@ def calibrate(
 
 @app.command()
 def bench(
+    suite: Annotated[
+        str,
+        typer.Option(
+            "--suite",
+            help="performance (figures -> docs/performance.md) | accuracy (the scenario library "
+            "live and predicted -> docs/accuracy.md) | all",
+        ),
+    ] = "performance",
     quick: Annotated[
         bool, typer.Option("--quick", help="Short variants: checks the machinery, not numbers.")
     ] = False,
     only: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--only", help="workload | simulator | fault-proxy | correlation"),
+        typer.Option(
+            "--only",
+            help="performance: workload | simulator | fault-proxy | correlation; accuracy: a "
+            "case name or scenario file fragment",
+        ),
     ] = None,
     out_file: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", help="Report file (default docs/performance.md)."),
+        typer.Option("--out", help="Report file (default docs/<suite>.md; one suite only)."),
     ] = None,
+    replications: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="accuracy: replications per scenario (default 3; --quick 1)."),
+    ] = None,
+    home: HomeOpt = None,
 ) -> None:
-    """Run the performance benchmarks one after the other and write docs/performance.md."""
+    """Run the benchmark suites and write docs/performance.md and/or docs/accuracy.md."""
     from testbed.bench import ROOT, run_benchmarks
 
-    target = out_file or ROOT / "docs" / "performance.md"
-    path = run_benchmarks(
-        target, quick=quick, only=only, progress=lambda line: err.print(line, markup=False)
-    )
-    out.print(f"wrote {path}", markup=False)
+    if suite not in ("performance", "accuracy", "all"):
+        raise typer.BadParameter(f"--suite {suite!r}: choose performance, accuracy or all")
+    if out_file is not None and suite == "all":
+        raise typer.BadParameter("--out names one report; use it with one --suite")
+
+    def say(line: str) -> None:
+        err.print(line, markup=False)
+
+    if suite in ("performance", "all"):
+        target = out_file or ROOT / "docs" / "performance.md"
+        perf_only = only if suite == "performance" else None
+        path = run_benchmarks(target, quick=quick, only=perf_only, progress=say)
+        out.print(f"wrote {path}", markup=False)
+    if suite in ("accuracy", "all"):
+        import shlex
+
+        from testbed.accuracy import run_accuracy
+
+        target = out_file or ROOT / "docs" / "accuracy.md"
+        path = run_accuracy(
+            target,
+            quick=quick,
+            only=only if suite == "accuracy" else None,
+            home=testbed_home(home),
+            replications=replications,
+            command=shlex.join(["mqbed", "bench", *sys.argv[2:]]),
+            progress=say,
+        )
+        out.print(f"wrote {path} and {path.with_suffix('.json')}", markup=False)
 
 
 def main() -> None:

@@ -1,0 +1,292 @@
+"""`mqbed bench --suite accuracy`: the scenario library live and predicted, judged (MODELS.md §10).
+
+Each case runs one library scenario through the whole pipeline (`run_scenario` with its paired
+prediction on the shipped calibration profile, then the Spark analysis) — or, for the
+closed-loop saturation case, a sweep — and collects from ``analysis/summary.json`` per metric:
+the measured median with its 95 % interval, the prediction, the relative error, the target and
+whether the prediction lies inside the measured interval. Case-specific checks come on top:
+publish/subscribe fan-out latency, SPECjms2007 per-type median latency, exact ledgers under
+deterministic faults, the saturation point within one sweep step.
+
+Results go to ``docs/accuracy.json`` (a machine reads it) and ``docs/accuracy.md``. ``--quick``
+shortens every scenario and uses one replication and a three-point sweep: it checks the
+machinery, not the numbers (CI runs it; a missed target never fails it, a broken run does).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CASES", "AccuracyCase", "run_accuracy"]
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from rich.console import Console
+
+from testbed.observe.environment import environment
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "workloads" / "scenarios"
+
+
+@dataclass(frozen=True)
+class AccuracyCase:
+    name: str
+    scenario: str
+    """File name in ``workloads/scenarios/``."""
+    checks: tuple[str, ...] = ()
+    """Extra checks: ``fanout``, ``per_type``, ``ledger_exact``, ``saturation``."""
+    sweep: tuple[str, ...] = ()
+    """``--set`` axes: the case is a sweep."""
+    quick_sweep: tuple[str, ...] = ()
+    quick: dict[str, Any] = field(default_factory=dict)
+    """Overrides for ``--quick`` (dotted paths, as ``--set``)."""
+
+
+_SHORT = {"duration": "12s", "warmup": "2s"}
+
+CASES: tuple[AccuracyCase, ...] = (
+    AccuracyCase("quickstart", "quickstart.yaml", quick=_SHORT),
+    AccuracyCase("fan-out 1→10", "fanout-1to10.yaml", ("fanout",), quick=_SHORT),
+    AccuracyCase("SPECjms2007 interaction 1", "specjms2007-interaction1.yaml", ("per_type",),
+                 quick={"duration": "20s", "warmup": "2s"}),  # fmt: skip
+    AccuracyCase("SPECjms2007 interaction 3", "specjms2007-interaction3.yaml", quick=_SHORT),
+    AccuracyCase("visibility timeout, p=0.1", "vt-retries-p0.1.yaml", quick=_SHORT),
+    AccuracyCase("visibility timeout, p=0.2", "vt-retries-p0.2.yaml", quick=_SHORT),
+    AccuracyCase("broker kill under PCM", "faults-broker-kill-pcm.yaml", ("ledger_exact",)),
+    AccuracyCase(
+        "closed-loop saturation sweep",
+        "closed-loop-saturation.yaml",
+        ("saturation",),
+        sweep=("producers[0].count=5:40:5",),
+        quick_sweep=("producers[0].count=2:6:2",),
+        quick={"duration": "10s", "warmup": "2s"},
+    ),
+)
+"""The library cases; scenarios added later (QoS, elastic ramp) join when their files exist."""
+
+OPTIONAL_CASES: tuple[AccuracyCase, ...] = (
+    AccuracyCase("QoS experiment (PCM)", "qos-pcm.yaml"),
+    AccuracyCase("elastic ramp", "elastic-ramp.yaml"),
+)
+
+TARGETS = {
+    "fanout_latency_mean": 0.15,
+    "per_type_p50": 0.10,
+}
+
+
+def _scenario_text(case: AccuracyCase, quick: bool) -> str:
+    from testbed.sweep import set_path
+
+    data = yaml.safe_load((SCENARIOS / case.scenario).read_text(encoding="utf-8"))
+    if quick:
+        for path, value in case.quick.items():
+            data = set_path(data, path, value)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    keep = ("metric", "queue", "measured", "measured_ci", "predicted", "rel_error", "target",
+            "target_kind", "within_target", "inside_measured_ci", "pearson_r")  # fmt: skip
+    return [{k: m.get(k) for k in keep} for m in summary.get("metrics", [])]
+
+
+def _overall(rows: list[dict[str, Any]], metric: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["metric"] == metric and r["queue"] is None), None)
+
+
+def _check(name: str, target: Any, value: Any, ok: bool | None, note: str = "") -> dict[str, Any]:
+    return {"check": name, "target": target, "value": value, "ok": ok, "note": note}
+
+
+def _per_type_check(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "analysis" / "latency_by_type.parquet"
+    if not path.is_file():
+        return _check("per-type median latency", "≤ 10 %", None, None, "no per-type table")
+    t = pd.read_parquet(path)
+    med = t.groupby(["source", "flow"]).latency_p50_s.median().unstack(0)
+    if "predicted" not in med or "measured" not in med:
+        return _check("per-type median latency", "≤ 10 %", None, None, "one side missing")
+    err = ((med.predicted - med.measured) / med.measured).dropna()
+    worst = float(err.abs().max()) if len(err) else math.nan
+    detail = {str(k): round(float(v), 4) for k, v in err.items()}
+    return _check("per-type median latency, worst type", TARGETS["per_type_p50"], worst,
+                  bool(worst <= TARGETS["per_type_p50"]), json.dumps(detail))  # fmt: skip
+
+
+def _ledger_check(summary: dict[str, Any]) -> dict[str, Any]:
+    led = summary.get("ledger") or {}
+    m, p = led.get("measured") or {}, led.get("predicted") or {}
+    keys = ("lost", "duplicated", "dead_lettered")
+    diff = {k: (m.get(k), p.get(k)) for k in keys if m.get(k) != p.get(k)}
+    return _check("ledger exact (lost, duplicated, dead-lettered)", "equal",
+                  {k: (m.get(k), p.get(k)) for k in keys}, not diff)  # fmt: skip
+
+
+def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: Path,
+              console: Console) -> dict[str, Any]:  # fmt: skip
+    from testbed.report.build import build_report
+    from testbed.run import run_scenario
+    from testbed.sweep import sweep
+
+    f = work / case.scenario
+    f.write_text(_scenario_text(case, quick), encoding="utf-8")
+    t0 = time.monotonic()
+    out: dict[str, Any] = {"case": case.name, "scenario": case.scenario, "replications": reps}
+    if case.sweep:
+        root = sweep(f, list(case.quick_sweep if quick else case.sweep), home=home,
+                     out_dir=work / "runs", replications=reps, console=console)  # fmt: skip
+        doc = json.loads((root / "sweep.json").read_text(encoding="utf-8"))
+        out["sweep_dir"] = str(root)
+        sat = doc.get("saturation") or {}
+        xs = sorted({float(p["x"]) for p in doc.get("points", []) if "x" in p}) or [0.0, 1.0]
+        step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
+        m, p = sat.get("measured"), sat.get("predicted")
+        if m and p:
+            gap = abs(float(m["x"]) - float(p["x"]))
+            value = {"measured": m["x"], "predicted": p["x"]}
+            out["checks"] = [
+                _check("saturation point", f"within one step ({step:g})", value, gap <= step)
+            ]
+        else:
+            out["checks"] = [_check("saturation point", "within one step", {"measured": m,
+                                    "predicted": p}, None, "not reached on one side")]  # fmt: skip
+        out["rows"] = []
+    else:
+        result = run_scenario(f, home=home, out_dir=work / "runs", replications=reps,
+                              predict=True, console=console)  # fmt: skip
+        build_report([result.run_dir], console=console)
+        summary = json.loads((result.run_dir / "analysis" / "summary.json").read_text())
+        rows = _rows(summary)
+        checks = []
+        if "fanout" in case.checks:
+            lat = _overall(rows, "latency_mean_s") or {}
+            err = lat.get("rel_error")
+            ok = None if err is None else abs(err) <= TARGETS["fanout_latency_mean"]
+            checks.append(_check("fan-out latency mean", TARGETS["fanout_latency_mean"], err, ok))
+        if "per_type" in case.checks:
+            checks.append(_per_type_check(result.run_dir))
+        if "ledger_exact" in case.checks:
+            checks.append(_ledger_check(summary))
+        out.update(run_dir=str(result.run_dir), rows=rows, checks=checks,
+                   verdict=summary.get("verdict"))  # fmt: skip
+    out["wall_s"] = round(time.monotonic() - t0, 1)
+    return out
+
+
+def _fmt(v: Any, metric: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, bool):
+        return "✓" if v else "✗"
+    if isinstance(v, float):
+        if metric.startswith("latency") and metric.endswith("_s"):
+            return f"{v * 1e3:.3g} ms"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _target(r: dict[str, Any]) -> str:
+    t = r.get("target")
+    if t is None:
+        return "in CI"
+    return f"r ≥ {t:g}" if r.get("target_kind") == "pearson_r" else f"±{100 * t:g} %"
+
+
+def _markdown(doc: dict[str, Any]) -> str:
+    h = doc.get("host") or {}
+    host = f"{h.get('name', '?')}, {h.get('cpus', '?')} CPUs, " + (
+        f"{h['memory_bytes'] / 2**30:.0f} GiB" if h.get("memory_bytes") else "? GiB"
+    )
+    lines = [
+        "# Prediction accuracy" + (" (quick: machinery check, not numbers)" if doc["quick"] else ""),
+        "",
+        f"Produced by `{doc['command']}` on {doc['date']} ({host}); "
+        f"{doc['replications']} replication(s) per scenario, profiles "
+        "`deploy/calibration/*-local.yaml`. Relative error = (predicted − measured) / measured; "
+        "“in CI” = the prediction lies inside the measured 95 % interval.",
+        "",
+    ]
+    for c in doc["cases"]:
+        lines += [f"## {c['case']} (`{c['scenario']}`)", ""]
+        if c.get("error"):
+            lines += [f"**Failed:** {c['error']}", ""]
+            continue
+        if c.get("rows"):
+            lines += ["| metric | queue | measured | 95 % CI | predicted | error | target | "
+                      "within | in CI |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+            for r in c["rows"]:
+                ci = r.get("measured_ci") or [None, None]
+                err = r.get("rel_error")
+                lines.append(
+                    f"| {r['metric']} | {r['queue'] or 'all'} | {_fmt(r['measured'], r['metric'])}"
+                    f" | {_fmt(ci[0], r['metric'])}–{_fmt(ci[1], r['metric'])}"
+                    f" | {_fmt(r['predicted'], r['metric'])}"
+                    f" | {'–' if err is None else f'{100 * err:+.1f} %'} | {_target(r)}"
+                    f" | {_fmt(r['within_target'])} | {_fmt(r['inside_measured_ci'])} |"
+                )
+            lines.append("")
+        for ch in c.get("checks", []):
+            lines.append(f"- **{ch['check']}**: {_fmt(ch['value'])} (target {ch['target']}) "
+                         f"{_fmt(ch['ok'])} {ch['note']}".rstrip())  # fmt: skip
+        lines += ["", f"Wall time {c['wall_s']} s.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def run_accuracy(
+    out_md: Path,
+    *,
+    quick: bool = False,
+    only: list[str] | None = None,
+    home: Path,
+    replications: int | None = None,
+    command: str = "mqbed bench --suite accuracy",
+    progress: Callable[[str], None] = lambda _: None,
+    console: Console | None = None,
+) -> Path:
+    """Run the cases (all, or those whose name or file contains an `only` entry); write
+    ``out_md`` and the JSON beside it. Raises when a case's machinery breaks."""
+    console = console or Console(stderr=True, quiet=True)
+    reps = replications or (1 if quick else 3)
+    cases = [c for c in (*CASES, *OPTIONAL_CASES) if (SCENARIOS / c.scenario).is_file()]
+    if only:
+        cases = [c for c in cases if any(o in c.name or o in c.scenario for o in only)]
+    env = environment()
+    doc: dict[str, Any] = {
+        "command": command,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": env.get("host", {}),
+        "replications": reps,
+        "quick": quick,
+        "cases": [],
+    }
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="mqbed-accuracy-") as tmp:
+        for i, case in enumerate(cases, 1):
+            progress(f"[{i}/{len(cases)}] {case.name}")
+            try:
+                res = _run_case(case, quick=quick, reps=reps, home=home, work=Path(tmp),
+                                console=console)  # fmt: skip
+            except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
+                res = {"case": case.name, "scenario": case.scenario, "error": repr(e),
+                       "wall_s": None}  # fmt: skip
+                failures.append(f"{case.name}: {e!r}")
+            doc["cases"].append(res)
+        # run directories live in the temporary directory: keep only their figures
+    out_md.parent.mkdir(parents=True, exist_ok=True)
+    out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    out_md.write_text(_markdown(doc), encoding="utf-8")
+    if failures:
+        from testbed.exceptions import MqbedError
+
+        raise MqbedError("accuracy suite: " + "; ".join(failures))
+    return out_md

@@ -1,0 +1,61 @@
+"""The accuracy suite's bookkeeping: checks and the Markdown table, on hand-made summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.accuracy import CASES, SCENARIOS, _ledger_check, _markdown, _per_type_check
+
+
+def test_every_case_names_a_library_scenario() -> None:
+    for case in CASES:
+        assert (SCENARIOS / case.scenario).is_file(), case
+
+
+def test_ledger_check_is_exact() -> None:
+    same = {"ledger": {"measured": {"lost": 3, "duplicated": 0, "dead_lettered": 1},
+                       "predicted": {"lost": 3, "duplicated": 0, "dead_lettered": 1}}}  # fmt: skip
+    assert _ledger_check(same)["ok"] is True
+    off = {"ledger": {"measured": {"lost": 3}, "predicted": {"lost": 2}}}
+    assert _ledger_check(off)["ok"] is False
+
+
+def test_per_type_check_takes_the_worst_type(tmp_path: Path) -> None:
+    (tmp_path / "analysis").mkdir()
+    pd.DataFrame(
+        [("measured", "a", 0.010), ("predicted", "a", 0.0105), ("predicted", "a", 0.0107),
+         ("measured", "b", 0.020), ("predicted", "b", 0.025)],  # fmt: skip
+        columns=["source", "flow", "latency_p50_s"],
+    ).to_parquet(tmp_path / "analysis" / "latency_by_type.parquet")
+    check = _per_type_check(tmp_path)
+    assert abs(check["value"] - 0.25) < 1e-12  # type b: 25 ms vs 20 ms
+    assert check["ok"] is False and '"a": 0.06' in check["note"]  # median of a's = 10.6 ms
+
+
+def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
+    doc = {
+        "command": "mqbed bench --suite accuracy", "date": "2026-11-21", "quick": False,
+        "host": {"name": "vm", "cpus": 2, "memory_bytes": 24 * 2**30}, "replications": 3,
+        "cases": [{
+            "case": "quickstart", "scenario": "quickstart.yaml", "wall_s": 80.0,
+            "rows": [
+                {"metric": "throughput_msg_s", "queue": None, "measured": 200.0,
+                 "measured_ci": [198.0, 202.0], "predicted": 199.0, "rel_error": -0.005,
+                 "target": 0.05, "target_kind": "abs_rel_error", "within_target": True,
+                 "inside_measured_ci": True},
+                {"metric": "latency_p95_s", "queue": None, "measured": 0.025,
+                 "measured_ci": [0.02, 0.03], "predicted": 0.02, "rel_error": -0.2,
+                 "target": 0.25, "target_kind": "abs_rel_error", "within_target": True,
+                 "inside_measured_ci": True},
+            ],
+            "checks": [{"check": "fan-out latency mean", "target": 0.15, "value": 0.4,
+                        "ok": False, "note": ""}],
+        }, {"case": "broken", "scenario": "x.yaml", "error": "RuntimeError('boom')"}],
+    }  # fmt: skip
+    md = _markdown(doc)
+    assert "| throughput_msg_s | all | 200 | 198–202 | 199 | -0.5 % | ±5 % | ✓ | ✓ |" in md
+    assert "| latency_p95_s | all | 25 ms | 20 ms–30 ms | 20 ms | -20.0 % | ±25 % |" in md
+    assert "**fan-out latency mean**: 0.4 (target 0.15) ✗" in md
+    assert "**Failed:** RuntimeError('boom')" in md and "vm, 2 CPUs, 24 GiB" in md

@@ -207,8 +207,9 @@ def _markdown(doc: dict[str, Any]) -> str:
     host = f"{h.get('name', '?')}, {h.get('cpus', '?')} CPUs, " + (
         f"{h['memory_bytes'] / 2**30:.0f} GiB" if h.get("memory_bytes") else "? GiB"
     )
+    quick = " (quick: machinery check, not numbers)" if doc["quick"] else ""
     lines = [
-        "# Prediction accuracy" + (" (quick: machinery check, not numbers)" if doc["quick"] else ""),
+        f"# Prediction accuracy{quick}",
         "",
         f"Produced by `{doc['command']}` on {doc['date']} ({host}); "
         f"{doc['replications']} replication(s) per scenario, profiles "

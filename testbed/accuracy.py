@@ -8,7 +8,10 @@ whether the prediction lies inside the measured interval. Case-specific checks c
 publish/subscribe fan-out latency, SPECjms2007 per-type median latency, exact ledgers under
 deterministic faults, the saturation point within one sweep step.
 
-Results go to ``docs/accuracy.json`` (a machine reads it) and ``docs/accuracy.md``. ``--quick``
+Results go to ``docs/accuracy.json`` (a machine reads it) and ``docs/accuracy.md``; with
+``--only`` the named cases replace theirs in an existing JSON and the others are kept (each
+case records the command and date that produced it). Run directories (with their
+``report.html``) are kept under ``runs/accuracy-<utc>/``. ``--quick``
 shortens every scenario and uses one replication and a three-point sweep: it checks the
 machinery, not the numbers (CI runs it; a missed target never fails it, a broken run does).
 """
@@ -19,7 +22,6 @@ __all__ = ["CASES", "AccuracyCase", "run_accuracy"]
 
 import json
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,6 +182,7 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
         out.update(run_dir=str(result.run_dir), rows=rows, checks=checks,
                    verdict=summary.get("verdict"))  # fmt: skip
     out["wall_s"] = round(time.monotonic() - t0, 1)
+    out["date"] = datetime.now(UTC).isoformat(timespec="seconds")
     return out
 
 
@@ -211,8 +214,8 @@ def _markdown(doc: dict[str, Any]) -> str:
     lines = [
         f"# Prediction accuracy{quick}",
         "",
-        f"Produced by `{doc['command']}` on {doc['date']} ({host}); "
-        f"{doc['replications']} replication(s) per scenario, profiles "
+        f"Produced by `{doc['command']}` on {doc['date']} ({host}; a case re-run alone names its "
+        f"own command); {doc['replications']} replication(s) per scenario, profiles "
         "`deploy/calibration/*-local.yaml`. Relative error = (predicted − measured) / measured; "
         "“in CI” = the prediction lies inside the measured 95 % interval.",
         "",
@@ -239,7 +242,10 @@ def _markdown(doc: dict[str, Any]) -> str:
         for ch in c.get("checks", []):
             lines.append(f"- **{ch['check']}**: {_fmt(ch['value'])} (target {ch['target']}) "
                          f"{_fmt(ch['ok'])} {ch['note']}".rstrip())  # fmt: skip
-        lines += ["", f"Wall time {c['wall_s']} s.", ""]
+        own = f" `{c['command']}`, {c.get('date', '')}." if c.get("command") else ""
+        where = c.get("run_dir") or c.get("sweep_dir")
+        lines += ["", f"Wall time {c['wall_s']} s.{own}" + (f" Runs: `{where}`." if where else ""),
+                  ""]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -249,6 +255,7 @@ def run_accuracy(
     quick: bool = False,
     only: list[str] | None = None,
     home: Path,
+    runs_dir: Path | None = None,
     replications: int | None = None,
     command: str = "mqbed bench --suite accuracy",
     progress: Callable[[str], None] = lambda _: None,
@@ -271,18 +278,24 @@ def run_accuracy(
         "cases": [],
     }
     failures = []
-    with tempfile.TemporaryDirectory(prefix="mqbed-accuracy-") as tmp:
-        for i, case in enumerate(cases, 1):
-            progress(f"[{i}/{len(cases)}] {case.name}")
-            try:
-                res = _run_case(case, quick=quick, reps=reps, home=home, work=Path(tmp),
-                                console=console)  # fmt: skip
-            except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
-                res = {"case": case.name, "scenario": case.scenario, "error": repr(e),
-                       "wall_s": None}  # fmt: skip
-                failures.append(f"{case.name}: {e!r}")
-            doc["cases"].append(res)
-        # run directories live in the temporary directory: keep only their figures
+    work = runs_dir or ROOT / "runs" / f"accuracy-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    work.mkdir(parents=True, exist_ok=True)
+    for i, case in enumerate(cases, 1):
+        progress(f"[{i}/{len(cases)}] {case.name}")
+        try:
+            res = _run_case(case, quick=quick, reps=reps, home=home, work=work, console=console)
+        except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
+            res = {"case": case.name, "scenario": case.scenario, "error": repr(e), "wall_s": None}
+            failures.append(f"{case.name}: {e!r}")
+        res["command"] = command
+        doc["cases"].append(res)
+    old_json = out_md.with_suffix(".json")
+    if only and old_json.is_file():  # a partial re-run replaces its cases, keeps the others
+        old = json.loads(old_json.read_text(encoding="utf-8"))
+        if bool(old.get("quick")) == quick:
+            fresh = {c["case"]: c for c in doc["cases"]}
+            merged = [fresh.pop(c["case"], c) for c in old.get("cases", [])]
+            doc = {**old, "cases": merged + list(fresh.values())}
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     out_md.write_text(_markdown(doc), encoding="utf-8")

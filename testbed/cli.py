@@ -413,6 +413,10 @@ def bench(
         Optional[int],  # noqa: UP045
         typer.Option(min=1, help="accuracy: replications per scenario (default 3; --quick 1)."),
     ] = None,
+    runs: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--runs", help="accuracy: where run directories go (runs/accuracy-<utc>)."),
+    ] = None,
     home: HomeOpt = None,
 ) -> None:
     """Run the benchmark suites and write docs/performance.md and/or docs/accuracy.md."""
@@ -442,6 +446,7 @@ def bench(
             quick=quick,
             only=only if suite == "accuracy" else None,
             home=testbed_home(home),
+            runs_dir=runs,
             replications=replications,
             command=shlex.join(["mqbed", "bench", *sys.argv[2:]]),
             progress=say,

@@ -35,7 +35,7 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     home = local_backend.home  # type: ignore[attr-defined]
     result = CliRunner().invoke(
         app, ["bench", "--suite", "accuracy", "--quick", "--only", "quickstart",
-              "--out", str(out), "--home", str(home)],  # fmt: skip
+              "--out", str(out), "--home", str(home), "--runs", str(tmp_path / "runs")],  # fmt: skip
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(out.with_suffix(".json").read_text())
@@ -46,3 +46,5 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     tp = next(r for r in case["rows"] if r["metric"] == "throughput_msg_s" and r["queue"] is None)
     assert 150 < tp["measured"] < 250 and 150 < tp["predicted"] < 250  # 2 × 100 msg/s offered
     assert "| throughput_msg_s | all |" in out.read_text()
+    assert (Path(case["run_dir"]) / "report.html").is_file()  # the evidence is kept
+    assert Path(case["run_dir"]).is_relative_to(tmp_path / "runs")

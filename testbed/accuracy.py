@@ -76,8 +76,10 @@ CASES: tuple[AccuracyCase, ...] = (
 """The library cases; scenarios added later (QoS, elastic ramp) join when their files exist."""
 
 OPTIONAL_CASES: tuple[AccuracyCase, ...] = (
-    AccuracyCase("QoS experiment (PCM)", "qos-pcm.yaml"),
-    AccuracyCase("elastic ramp", "elastic-ramp.yaml"),
+    AccuracyCase("QoS experiment, BE", "qos-be.yaml", quick=_SHORT),
+    AccuracyCase("QoS experiment, PC", "qos-pc.yaml", quick=_SHORT),
+    AccuracyCase("QoS experiment, PCM", "qos-pcm.yaml", quick=_SHORT),
+    AccuracyCase("elastic ramp (500 msg/s, pool 1)", "elastic-ramp-500-pool1.yaml"),
 )
 
 TARGETS = {

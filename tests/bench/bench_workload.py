@@ -6,10 +6,11 @@
    on): achieved rate in the load window against the target and against the schedule, and the
    publish delay (t_publish - t_intended) p50/p99/max.
 2. Generator efficiency: msg/s one Locust worker process publishes (transient, no confirms,
-   200 B, recording on) against a bare pika `basic_publish` loop on the same broker in the same
-   run. Target ratio >= 0.7.
+   200 B, recording on) against a bare client loop on the same broker in the same run — pika
+   `basic_publish` for RabbitMQ, stomp.py `send` for ActiveMQ. Target ratio >= 0.7.
 3. Recording overhead: RSS growth while appending one million delivery rows through the
    batched writer, and bytes per row on disk.
+4. Broker start-up: launch -> healthy of a fresh local RabbitMQ and ActiveMQ (own home each).
 """
 
 from __future__ import annotations
@@ -99,22 +100,59 @@ def bare_pika(home: Path, seconds: float) -> float:
     return rate
 
 
-def generator(home: Path, out: Path, seconds: int) -> dict[str, Any]:
+def bare_stomp(home: Path, seconds: float) -> float:
+    import stomp
+
+    (ep,) = [e for e in LocalBackend(home).endpoints() if e.kind == "activemq"]
+    conn = stomp.Connection12([(ep.host, ep.port)], heartbeats=(0, 0))
+    conn.connect(ep.username, ep.password, wait=True)
+    body = b"m" * 200
+    dest = "/queue/bench-bare"
+    n = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(100):
+            conn.send(dest, body, headers={"persistent": "false"})
+        n += 100
+    rate = n / seconds
+    conn.disconnect()
+    return rate
+
+
+def generator(home: Path, out: Path, seconds: int, kind: str = "rabbitmq") -> dict[str, Any]:
+    # No consumer on either side (a consumer in the Locust process would take the producer's
+    # CPU). ActiveMQ has no max-length: both loops write a fresh queue for a few seconds, below
+    # the broker's memory limit — past it producer flow control slows sendall() 2-4x.
+    limit = ", max_length: 10000" if kind == "rabbitmq" else ""
     run_dir = _run(home, out, f"""
-        name: bench-generator
+        name: bench-generator-{kind}
+        broker: {{kind: {kind}}}
         duration: {seconds + 1}s
         warmup: 1s
         drain_timeout: 0s
         overload: true
-        topology: {{queues: [{{name: gen, max_length: 10000, durable: false}}]}}
+        topology: {{queues: [{{name: gen, durable: false{limit}}}]}}
         producers: [{{name: p, queue: gen, arrival: {{kind: constant, rate: 1000000/s}}, size: 200B}}]
         """)
     m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
     window = m[(m.t_publish >= 1.0) & (m.t_publish < seconds + 1.0)]
     locust_rate = len(window) / seconds
-    bare = bare_pika(home, seconds)
-    return {"locust_worker_msg_s": locust_rate, "bare_pika_msg_s": bare,
+    bare = bare_pika(home, seconds) if kind == "rabbitmq" else bare_stomp(home, seconds)
+    client = "pika" if kind == "rabbitmq" else "stomp"
+    return {"locust_worker_msg_s": locust_rate, f"bare_{client}_msg_s": bare,
             "ratio": locust_rate / bare, "target_ratio": 0.7}
+
+
+def startup(out: Path) -> dict[str, float]:
+    """Seconds from launch to healthy of a fresh broker of each kind (own home, then down)."""
+    times: dict[str, float] = {}
+    for kind in ("rabbitmq", "activemq"):
+        backend = LocalBackend(out / f"startup-{kind}")
+        t0 = time.monotonic()
+        backend.up([kind], detach=False)  # type: ignore[list-item]
+        times[f"{kind}_s"] = round(time.monotonic() - t0, 2)
+        backend.down()
+    return times
 
 
 def recording(out: Path, rows: int = 1_000_000) -> dict[str, Any]:
@@ -148,14 +186,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mqbed-bench-") as tmp:
         out = Path(tmp)
         backend = LocalBackend(args.home or out / "home")
-        started = not any(e.kind == "rabbitmq" for e in backend.endpoints())
+        started = args.home is None
         if started:
-            backend.up(["rabbitmq"], detach=False)
+            backend.up(["rabbitmq", "activemq"], detach=False)
+        elif {e.kind for e in backend.endpoints()} != {"rabbitmq", "activemq"}:
+            sys.exit(f"--home {args.home}: needs a running RabbitMQ and ActiveMQ (mqbed up)")
         try:
             results = {
                 "rate_fidelity": rate_fidelity(backend.home, out, seconds),
                 "generator": generator(backend.home, out, 3 if args.quick else 10),
+                "generator_activemq": generator(backend.home, out, 3, kind="activemq"),
                 "recording": recording(out, 100_000 if args.quick else 1_000_000),
+                "broker_startup": startup(out),
                 "peak_rss_mb_bench_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
         finally:

@@ -45,7 +45,7 @@ def check_autoscaling(c: Any, s: Scenario) -> None:
         if needs_capacity and mean <= 0:
             c.error(
                 ap + ("metric",),
-                f"metric {a.metric!r} needs the consumer capacity 1/service_time, but "
+                f"metric {getattr(a, 'metric', '')!r} needs the capacity 1/service_time, but "
                 f"consumers[{consumer_names.index(a.target)}].service_time has mean 0",
             )
         if isinstance(a, ElasticQueues):

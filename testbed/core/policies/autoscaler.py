@@ -162,6 +162,7 @@ class Autoscaler:
             "min_load": p.min_load,
             "max_load": p.max_load,
             "loads": {self.queue_of(s): v for s, v in step.loads.items()},
+            "consumption": {self.queue_of(s): round(v, 3) for s, v in cons.items()},
             **base,
             "hosts": prov.hosts_up(),
             "pool": len(prov.pool),

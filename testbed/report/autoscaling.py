@@ -4,10 +4,10 @@ predicted, the scaling steps of both sides, cost in consumer-seconds and SLA vio
 Pure functions of the run directory's record tables (``timeseries``, ``events``,
 ``deliveries``, ``messages``; pandas, small), so a test can hand-build the tables:
 
-- **consumers(t)**: the ``consumers`` column of ``timeseries`` summed over the scaled group's
-  queues, binned to the recording window; the predicted side is the mean over replications.
-  Measured counts are what the broker reports (the management API refreshes every second, so
-  they trail the actual starts by up to ~2 s); predicted counts are exact.
+- **consumers(t)**: measured, from the workers' ``consumer_start``/``consumer_stop`` events
+  (exact; the broker's own ``consumers`` column trails them by its statistics refresh, 2–3 s
+  on RabbitMQ's management API); predicted, the ``consumers`` column of ``timeseries`` summed
+  over the scaled group's queues (exact), mean over replications.
 - **steps**: the ``scale`` events that changed the count (first replication), time and
   current → desired.
 - **cost**: Σ consumers × window over the load window [0, duration) (consumer-seconds; the
@@ -27,6 +27,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from testbed.core.scenario import Scenario
@@ -57,6 +58,27 @@ def consumer_series(ts: pd.DataFrame, queues: list[str], window: float) -> pd.Da
     per = x.groupby(["replication", "t"]).consumers.sum().reset_index()
     out = per.groupby("t").consumers.agg(["mean", "min", "max"]).reset_index()
     return out
+
+
+def slot_series(events: pd.DataFrame, group: str, ts_t: pd.Series, window: float) -> pd.DataFrame:
+    """Measured consumers from the workers' ``consumer_start``/``consumer_stop`` events of
+    `group` (exact client-side times): the count at each window time. Empty if there are none."""
+    if events.empty:
+        return pd.DataFrame()
+    ev = events[
+        events.kind.isin(["consumer_start", "consumer_stop"])
+        & events.target.astype(str).str.startswith(f"{group}.")
+    ]
+    if ev.empty:
+        return pd.DataFrame()
+    ev = ev.sort_values("t")
+    delta = ev.kind.map({"consumer_start": 1, "consumer_stop": -1})
+    times = ev.t.to_numpy()
+    level = delta.cumsum().to_numpy()
+    grid = sorted({round(t / window) * window for t in ts_t})
+    idx = np.searchsorted(times, np.asarray(grid, dtype=float), side="right") - 1
+    vals = [float(level[i]) if i >= 0 else 0.0 for i in idx]
+    return pd.DataFrame({"t": grid, "mean": vals, "min": vals, "max": vals})
 
 
 def scale_steps(events: pd.DataFrame, target: str) -> list[dict[str, Any]]:
@@ -113,8 +135,13 @@ def autoscaling_section(run_dir: Path, scenario: Scenario) -> dict[str, Any] | N
         ts = _read(run_dir, side, "timeseries")
         if ts.empty:
             continue
-        series = consumer_series(ts[(ts.t >= 0) & (ts.t <= end)], queues, w)
-        steps = scale_steps(_read(run_dir, side, "events"), spec.target)
+        ts = ts[(ts.t >= 0) & (ts.t <= end)]
+        events = _read(run_dir, side, "events")
+        series = consumer_series(ts, queues, w)
+        exact = slot_series(events, spec.target, ts.t, w) if side == "measured" else None
+        if exact is not None and not exact.empty:
+            series = exact  # the broker's own count trails the starts by its stats interval
+        steps = scale_steps(events, spec.target)
         sides[side] = {
             "series": series,
             "steps": steps,

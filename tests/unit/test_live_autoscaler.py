@@ -62,7 +62,7 @@ def _live(s, tmp_path: Path) -> LiveAutoscaler:  # type: ignore[no-untyped-def]
     return LiveAutoscaler(s, _NoPoller(), RunClock(0), rec, tmp_path / "control.json")
 
 
-@pytest.mark.parametrize("name", ["mmpp-target-tracking", "elastic-ramp-750-pool0"])
+@pytest.mark.parametrize("name", ["mmpp-target-tracking", "elastic-ramp-500-pool0"])
 def test_live_loop_makes_the_simulators_decisions(name: str, tmp_path: Path) -> None:
     s, sim = _sim_decisions(name)
     live = _live(s, tmp_path)

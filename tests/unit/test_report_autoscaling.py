@@ -92,3 +92,23 @@ def test_cost_mae_offsets_and_sla(tmp_path: Path) -> None:
     assert page is not None and page["image"] and len(page["rows"]) == 2
     written = json.loads((tmp_path / "analysis" / "autoscaling.json").read_text())
     assert written["consumers_mae"] == pytest.approx(0.4)
+
+
+def test_measured_consumers_come_from_the_workers_start_and_stop_events() -> None:
+    from testbed.report.autoscaling import slot_series
+
+    ev = pd.DataFrame(
+        {
+            "t": [0.05, 2.2, 2.2, 5.5, 0.0],
+            "kind": [
+                "consumer_start",
+                "consumer_start",
+                "consumer_start",
+                "consumer_stop",
+                "scale",
+            ],
+            "target": ["c.0.0", "c.0.1", "c.0.2", "c.0.2", "c"],
+        }
+    )
+    s = slot_series(ev, "c", pd.Series([0.0, 1.0, 2.0, 3.0, 6.0]), 1.0)
+    assert s["mean"].tolist() == [0.0, 1.0, 1.0, 3.0, 2.0]

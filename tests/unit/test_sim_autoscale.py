@@ -77,7 +77,7 @@ def test_forwarding_ratios_in_decisions_sum_to_one(ramp) -> None:  # type: ignor
 
 
 def test_cold_start_waits_for_the_startup_delay() -> None:
-    _, r = _run("elastic-ramp-750-pool0")
+    _, r = _run("elastic-ramp-500-pool0")
     ups = [(t, d) for t, d in _scales(r) if d["action"] == "up"]
     t0, first = ups[0]
     assert first["starts"][0]["source"] == "cold"

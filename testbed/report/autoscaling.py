@@ -108,11 +108,10 @@ def _sla(run_dir: Path, side: str, sla: float | None, duration: float) -> dict[s
     m = _read(run_dir, side, "messages")
     if d.empty or m.empty or sla is None:
         return {"violations": None, "fraction": None}
-    acked = d[d.outcome == "acked"][
-        ["msg_id", "latency_s", *(["replication"] if "replication" in d else [])]
-    ]
-    in_load = m[(m.t_publish >= 0) & (m.t_publish < duration)][["msg_id"]]
-    a = acked.merge(in_load, on="msg_id", how="inner")
+    keys = ["msg_id", *(["replication"] if "replication" in d and "replication" in m else [])]
+    acked = d[d.outcome == "acked"][[*keys, "latency_s"]]
+    in_load = m[(m.t_publish >= 0) & (m.t_publish < duration)][keys]
+    a = acked.merge(in_load, on=keys, how="inner")  # ids repeat across replications
     reps = a.replication.nunique() if "replication" in a and len(a) else 1
     bad = int((a.latency_s > sla).sum())
     return {

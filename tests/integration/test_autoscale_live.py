@@ -96,3 +96,70 @@ def test_scale_up_drain_scale_down_loses_nothing(
     assert ledger["sent"] > 1500
     assert ledger["lost"] == 0 and ledger["duplicated"] == 0
     assert ledger["delivered_unique"] == ledger["confirmed"] == ledger["sent"]
+
+
+ELASTIC = """
+name: elastic-{kind}
+duration: 24s
+drain_timeout: 30s
+broker: {{kind: {kind}}}
+topology:
+  load_balanced: [{{alias: work, queues: 1, max_queues: 4, durable: false}}]
+producers:
+  - name: p
+    queue: work
+    arrival: {{kind: steps, steps: [{{at: 0s, rate: 250/s}}, {{at: 8s, rate: 20/s}}],
+               process: constant}}
+    size: 200B
+    confirms: true
+consumers:
+  - {{name: workers, queue: work, count: 1, prefetch: 5, service_time: 10ms}}
+autoscaling:
+  - policy: elastic
+    target: workers
+    alias: work
+    min_load: 20
+    max_load: 100
+    period: 1s
+    max_replicas: 4
+    startup_delay: 1s
+    vm_capacity: 100/s
+    preprovisioned: 1
+    scale_down_step: 0.5
+"""
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "activemq"], indirect=True)
+def test_elastic_queues_add_and_remove_members_losing_nothing(
+    tmp_path: Path, local_backend: LocalBackend, broker: BrokerEndpoint
+) -> None:
+    f = tmp_path / "scenario.yaml"
+    f.write_text(ELASTIC.format(kind=broker.kind))
+    run_dir = run_scenario(
+        f,
+        home=local_backend.home,
+        out_dir=tmp_path / "runs",
+        predict=False,
+        console=Console(stderr=True, quiet=True),
+    ).run_dir
+    measured = run_dir / "measured"
+    events = pq.read_table(measured / "events.parquet").to_pylist()
+    scale = [(e["t"], json.loads(e["detail"])) for e in events if e["kind"] == "scale"]
+    ups = [d for _, d in scale if d["action"] == "up"]
+    assert ups and ups[0]["avg_load"] > 100
+    assert ups[0]["starts"][0]["source"] == "pool"  # the pre-provisioned host: no wait
+    # the elected member's ratio is lowered in steps of 0.5, then it is removed once empty
+    reasons = [d["reason"] for _, d in scale]
+    assert "elect_scale_down" in reasons and "scale_down" in reasons
+    removed = [d for _, d in scale if d["reason"] == "scale_down"]
+    assert all(d["loads"][f"work.{d['stops'][0]}"] == 0 for d in removed)
+    # traffic reached the added members through the alias (a direct exchange, by ratio)
+    deliveries = pq.read_table(measured / "deliveries.parquet").to_pylist()
+    members = {r["queue"] for r in deliveries}
+    assert {"work.0", "work.1"} <= members <= {f"work.{i}" for i in range(4)}
+    stopped = [json.loads(e["detail"]) for e in events if e["kind"] == "consumer_stop"]
+    assert stopped and all(d["graceful"] for d in stopped)
+    ledger = json.loads((measured / "ledger.json").read_text())
+    assert ledger["sent"] > 1500
+    assert ledger["lost"] == 0 and ledger["duplicated"] == 0
+    assert ledger["delivered_unique"] == ledger["confirmed"] == ledger["sent"]

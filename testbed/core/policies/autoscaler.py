@@ -148,8 +148,8 @@ class Autoscaler:
         starting = prov.starting(now)
         loads = {s: float(obs.queue(self.queue_of(s)).length) for s in ready}
         cons = {s: obs.queue(self.queue_of(s)).ack_rate for s in ready}
-        cold = sum(1 for s in starting if prov.ready_at(s) > now)
-        step = p.decide(loads, cons, starting=len(starting), cold_starting=cold, now=now)
+        # every unit not ready yet waits for a host to boot (pool and free slots are immediate)
+        step = p.decide(loads, cons, starting=len(starting), cold_starting=len(starting), now=now)
         starts = tuple(prov.add(now) for _ in range(step.add))
         for s in step.remove:
             prov.remove(s)

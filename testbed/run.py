@@ -40,6 +40,7 @@ from testbed.observe.timeseries import TimeseriesSampler
 from testbed.workload.config import RunClock, WorkerConfig
 from testbed.workload.launcher import LocustLauncher
 from testbed.workload.recorder import Recorder
+from testbed.workload.scaling import CONTROL_KEY, user_count
 from testbed.workload.topology import all_queue_names, declarations, purge
 
 STARTUP_MARGIN = 5.0
@@ -114,7 +115,7 @@ def _replication(
 ) -> list[str]:
     """One live replication; returns the fault runner's errors (empty when all went well)."""
     measured = run_dir / "measured"
-    users = sum(p.count for p in scenario.producers) + sum(c.count for c in scenario.consumers)
+    users = user_count(scenario)  # a scaled group has one user per slot
     t0_ns = time.time_ns() + int((STARTUP_MARGIN + 0.02 * users) * 1e9)
     clock = RunClock(t0_ns)
     seed = scenario.seed + 7919 * rep
@@ -133,6 +134,9 @@ def _replication(
         seed=seed,
         run_id=run_dir.name,
         stop_producers_at=scenario.duration,
+        extra={CONTROL_KEY: str(run_dir / f"scale-control.r{rep}.json")}
+        if scenario.autoscaling
+        else {},
     )
     config_path = run_dir / f"worker-config.r{rep}.json"
     config.write(config_path)
@@ -153,6 +157,7 @@ def _replication(
         rep,
         scenario.recording.poll_interval,
     )
+    scaler = _autoscaler(scenario, endpoint, clock, measured, rep, config)
     run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
     locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui)
     runner: FaultRunner | None = None
@@ -172,6 +177,8 @@ def _replication(
             broker_kind=scenario.broker.kind,
         ).start()
     sampler.start()
+    if scaler is not None:
+        scaler.start()
     locust.start(f"r{rep}")
     if locust.web_url:
         console.print(f"Locust web UI: {locust.web_url}", markup=False)
@@ -218,11 +225,35 @@ def _replication(
             fault_rec.close()
         if proxy is not None:
             proxy.stop()
+        if scaler is not None:
+            scaler.stop()
         sampler.stop()
         control.close()
         if exporter is not None:
             exporter.close()
     return errors
+
+
+def _autoscaler(
+    scenario: Scenario,
+    endpoint: BrokerEndpoint,
+    clock: RunClock,
+    measured: Path,
+    rep: int,
+    config: WorkerConfig,
+) -> Any:
+    """The live autoscaling loop of one replication (None without `autoscaling:`)."""
+    if not scenario.autoscaling:
+        return None
+    from testbed.control.autoscaler import LiveAutoscaler
+
+    return LiveAutoscaler(
+        scenario,
+        make_stats_poller(endpoint, queues=all_queue_names(scenario)),
+        clock,
+        Recorder(measured, f"autoscale-r{rep}", rep, batch_rows=1),
+        Path(config.extra[CONTROL_KEY]),
+    )
 
 
 def _collect(run_dir: Path, replications: int) -> list[Ledger]:

@@ -89,6 +89,9 @@ class Model:
         self.horizon = float(s.duration + s.drain_timeout)
         self._phases()
         self.kernel.process(self._sampler())
+        from emulator.sim.autoscale import attach_autoscalers
+
+        self.autoscalers = attach_autoscalers(self)
 
     # -- construction -----------------------------------------------------------------------
 
@@ -199,49 +202,53 @@ class Model:
         self.active_producers -= 1
 
     def _build_consumers(self, spec: ConsumerSpec) -> None:
+        lb = next((x for x in self.scenario.topology.load_balanced if x.alias == spec.queue), None)
+        for i in range(spec.count):
+            c = self.make_consumer(spec, i)
+            self.consumers.append(c)
+            qname = lb.member(i % lb.queues) if lb is not None else spec.queue
+            q = self.queues[qname]
+            self.kernel.call(float(spec.start), _attach, (c, q))
+
+    def make_consumer(self, spec: ConsumerSpec, i: int) -> Consumer:
+        """Instance ``i`` of consumer group ``spec``, not attached (autoscaling adds more)."""
         s = self.scenario
-        lb = next((x for x in s.topology.load_balanced if x.alias == spec.queue), None)
         n = max(spec.count, 1)
         load = self.loads.get(spec.queue)
         expected = (load.attempt_rate if load else 1.0) * float(s.duration) / n
         batch = batch_for(expected)
         co = self.costs
         pre = (co.prefetch_over_a, co.prefetch_over_b) if spec.prefetch == 1 else (0.0, 0.0)
-        for i in range(spec.count):
-            name = f"{spec.name}-{i}"
-            base = f"consumer:{spec.name}:{i}"
-            follow = [
-                FollowUp(
-                    on=self.rec.name(f.on) if f.on is not None else -1,
-                    probability=f.probability,
-                    flow=self.rec.name(f.message_type),
-                    dest=self.rec.name(f.destination),
-                    queues=self.routes(f.queue, f.exchange, f.routing_key)[0],
-                    size=f.size.sampler(self._stream(f"{base}:follow-up:{j}:size"), batch),
-                    persistent=f.persistent,
-                )
-                for j, f in enumerate(spec.follow_ups)
-            ]
-            c = Consumer(
-                name,
-                self.rec.name(name),
-                self.broker,
-                self.rec,
-                ack=spec.ack,
-                prefetch=spec.prefetch,
-                service=spec.service_time.sampler(self._stream(base + ":service"), batch),
-                read=co.read.sampler(self._stream(base + ":read"), batch),
-                failure_probability=spec.failure_probability,
-                uniform=uniforms(self._stream(base + ":failure"), batch),
-                follow_ups=follow,
-                follow_uniform=uniforms(self._stream(base + ":follow-up"), batch),
-                extra_a=pre[0],
-                extra_b=pre[1],
+        name = f"{spec.name}-{i}"
+        base = f"consumer:{spec.name}:{i}"
+        follow = [
+            FollowUp(
+                on=self.rec.name(f.on) if f.on is not None else -1,
+                probability=f.probability,
+                flow=self.rec.name(f.message_type),
+                dest=self.rec.name(f.destination),
+                queues=self.routes(f.queue, f.exchange, f.routing_key)[0],
+                size=f.size.sampler(self._stream(f"{base}:follow-up:{j}:size"), batch),
+                persistent=f.persistent,
             )
-            self.consumers.append(c)
-            qname = lb.member(i % lb.queues) if lb is not None else spec.queue
-            q = self.queues[qname]
-            self.kernel.call(float(spec.start), _attach, (c, q))
+            for j, f in enumerate(spec.follow_ups)
+        ]
+        return Consumer(
+            name,
+            self.rec.name(name),
+            self.broker,
+            self.rec,
+            ack=spec.ack,
+            prefetch=spec.prefetch,
+            service=spec.service_time.sampler(self._stream(base + ":service"), batch),
+            read=co.read.sampler(self._stream(base + ":read"), batch),
+            failure_probability=spec.failure_probability,
+            uniform=uniforms(self._stream(base + ":failure"), batch),
+            follow_ups=follow,
+            follow_uniform=uniforms(self._stream(base + ":follow-up"), batch),
+            extra_a=pre[0],
+            extra_b=pre[1],
+        )
 
     def _phases(self) -> None:
         s = self.scenario

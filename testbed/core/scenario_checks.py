@@ -25,10 +25,10 @@ from testbed.core.scenario import (
     StepsArrival,
     TraceArrival,
 )
+from testbed.core.scenario_autoscaling import check_autoscaling
 from testbed.core.scenario_faults import (
     BrokerFault,
     ClientFault,
-    ElasticQueues,
     NetworkFault,
     StochasticFault,
 )
@@ -341,21 +341,7 @@ def check_scenario(
         ):
             c.warn(fp + ("jitter",), "jitter larger than latency is clipped at zero delay")
 
-    lb_aliases = [lb.alias for lb in topo.load_balanced]
-    for ai, a in enumerate(s.autoscaling):
-        ap: Path_ = ("autoscaling", ai)
-        if a.target not in consumer_names:
-            c.error(
-                ap + ("target",),
-                f"autoscaling target {a.target!r} is not a consumer group"
-                f"{did_you_mean(a.target, consumer_names)}",
-            )
-        if isinstance(a, ElasticQueues) and a.alias not in lb_aliases:
-            c.error(
-                ap + ("alias",),
-                f"alias {a.alias!r} is not in topology.load_balanced"
-                f"{did_you_mean(a.alias, lb_aliases)}",
-            )
+    check_autoscaling(c, s)
 
     if not any(i.severity == "error" for i in c.issues) and not s.overload:
         for qname, load in offered_load(s).items():

@@ -172,6 +172,8 @@ class _Scaling(Strict):
     """Delay between the decision to add a consumer and it taking messages (MODELS.md §7)."""
     scale_up_stabilization: NonNeg = 0.0
     scale_down_stabilization: NonNeg = 30.0
+    sla_latency: Pos | None = None
+    """Report only: end-to-end latency above which a message violates the SLA."""
 
     @model_validator(mode="after")
     def _bounds(self) -> _Scaling:

@@ -119,6 +119,9 @@ def render_report(analysis: RunAnalysis) -> str:
     images = time_plots(analysis.windows, analysis.events, warmup_end)
     overall_ks = next((d["ks"] for d in s.get("distributions", []) if d["queue"] is None), None)
     images["cdf"] = cdf_plot(analysis.cdf, overall_ks)
+    from testbed.report.autoscaling import for_report
+
+    autoscaling = for_report(analysis.run_dir, analysis.scenario_yaml)
     status = (s.get("verdict") or {}).get("status", "no prediction")
     ledger_rows, ledger_note = _ledger(s)
     windows = s.get("windows") or {}
@@ -156,6 +159,7 @@ def render_report(analysis: RunAnalysis) -> str:
         scores=_scores(s),
         scenario_yaml=analysis.scenario_yaml,
         environment=json.dumps(analysis.environment or {}, indent=2),
+        autoscaling=autoscaling,
     )
 
 

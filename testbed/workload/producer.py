@@ -65,6 +65,7 @@ class ProducerLoop:
         stop_at: float,
         should_stop: Callable[[], bool] = lambda: False,
         send_type: bool = True,
+        router: Callable[[], str] | None = None,
     ):
         self.spec = spec
         self.adapter = adapter
@@ -87,7 +88,12 @@ class ProducerLoop:
         keys = spec.routing_key
         self._keys: list[str] | None = keys if isinstance(keys, list) else None
         self._key = keys if isinstance(keys, str) else None
-        if spec.queue is not None:
+        self._router = router
+        """Elastic alias (MODELS.md §7): the member queue of each message, by ratio; the alias
+        is a direct exchange binding each member under its own name."""
+        if router is not None and spec.queue is not None:
+            self.destination = Destination.exchange(spec.queue)
+        elif spec.queue is not None:
             self.destination = Destination.queue(spec.queue)
         else:
             self.destination = Destination.exchange(spec.exchange or "", self._key or "")
@@ -97,7 +103,10 @@ class ProducerLoop:
     def _next(self) -> tuple[str, bytes, dict[str, Any], str | None, int]:
         msg_id = f"{self._prefix}{self.sent}"
         size = max(0, int(self._size()))
-        key = self._keys[int(self.rng.integers(len(self._keys)))] if self._keys else self._key
+        if self._router is not None:
+            key: str | None = self._router()
+        else:
+            key = self._keys[int(self.rng.integers(len(self._keys)))] if self._keys else self._key
         # attempt 1 is implied; the type travels only when a consumer filters on it (chains)
         headers = {HDR_TYPE: self.spec.type_label} if self.send_type else {}
         self.sent += 1

@@ -17,7 +17,9 @@ def declarations(scenario: Scenario) -> list[Declaration]:
     Queues with a visibility timeout get their dead-letter queue (``<queue>.dlq`` unless named)
     and, on RabbitMQ, a delay queue ``<queue>.vt-delay`` whose messages expire after the
     timeout back into the queue (see :mod:`testbed.control.visibility`).
-    Load-balanced aliases declare their initial member queues (``<alias>.<i>``).
+    Load-balanced aliases declare every member queue (``<alias>.<i>``, up to ``max_queues``)
+    and the alias as a direct exchange binding each member under its own name: producers pick
+    the member per message by the forwarding ratios (:mod:`testbed.workload.scaling`).
     """
     topo = scenario.topology
     out: list[Declaration] = [ExchangeDecl(x.name, x.type, x.durable) for x in topo.exchanges]
@@ -41,8 +43,10 @@ def declarations(scenario: Scenario) -> list[Declaration]:
         for b in q.bindings:
             out.append(BindingDecl(b.exchange, q.name, b.key))
     for lb in topo.load_balanced:
-        for i in range(lb.queues):
+        out.append(ExchangeDecl(lb.alias, "direct", lb.durable))
+        for i in range(lb.max_queues):
             out.append(QueueDecl(lb.member(i), durable=lb.durable))
+            out.append(BindingDecl(lb.alias, lb.member(i), lb.member(i)))
     return out
 
 

@@ -37,6 +37,7 @@ from testbed.workload.consumer import ConsumerLoop
 from testbed.workload.crashes import ClientCrash, plan_crashes, run_crash_plan
 from testbed.workload.producer import ProducerLoop
 from testbed.workload.recorder import Recorder
+from testbed.workload.scaling import CONTROL_KEY, AliasRouter, ScaleControl, slot_count
 from testbed.workload.topology import declarations
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,8 @@ class _Process:
     live: dict[str, list[Any]] = field(default_factory=dict)
     """Running instances per group (crash targets), ordered by index."""
     crash_greenlet: Any = None
+    control: ScaleControl | None = None
+    """Live autoscaling: the control file the control process writes (None: no scaling)."""
 
     def register(self, user: Any) -> None:
         group = self.live.setdefault(user.group_name, [])
@@ -178,6 +181,8 @@ def process_state(environment: Any | None = None) -> _Process:
             id_prefix=f"{token}.r{config.replication}.",
         )
         _PROCESS = _Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
+        if config.extra.get(CONTROL_KEY):
+            _PROCESS.control = ScaleControl(config.extra[CONTROL_KEY])
         # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
         # which must find _PROCESS set instead of making a second recorder.
         exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
@@ -246,7 +251,7 @@ class _MqbedUser(User):
         resume_at = 0.0
         while True:
             try:
-                self.loop.run(resume_at) if self.kind == 0 else self.loop.run()
+                self._run(st, resume_at)
             except ClientCrash as crash:
                 st.unregister(self)
                 self._abandon()
@@ -289,6 +294,9 @@ class _MqbedUser(User):
                 )
                 continue
             raise StopUser()
+
+    def _run(self, st: _Process, resume_at: float) -> None:
+        self.loop.run(resume_at) if self.kind == 0 else self.loop.run()
 
     def _reconnect(self, st: _Process) -> bool:
         """Bounded exponential backoff (0.1 s doubling to 2 s) until connected, the run stops,
@@ -341,7 +349,16 @@ class ProducerUser(_MqbedUser):
             self.name,
             st.config.stop_producers_at,
             send_type=any(f.on is not None for c in st.scenario.consumers for f in c.follow_ups),
+            router=self._router(st, spec.queue),
         )
+
+    def _router(self, st: _Process, queue: str | None) -> AliasRouter | None:
+        """Elastic alias: each message goes to a member queue by the forwarding ratios."""
+        if queue is None or st.control is None:
+            return None
+        if not any(lb.alias == queue for lb in st.scenario.topology.load_balanced):
+            return None
+        return AliasRouter(st.control, queue, st.rng(2, self.group_index, self.index))
 
 
 class ConsumerUser(_MqbedUser):
@@ -350,8 +367,12 @@ class ConsumerUser(_MqbedUser):
     abstract = True
     kind = 1
 
-    def _make_loop(self, st: _Process) -> ConsumerLoop:
+    def _make_loop(self, st: _Process, queue: str | None = None) -> ConsumerLoop:
         spec = st.scenario.consumers[self.group_index]
+        should_stop = lambda: st.stopping  # noqa: E731
+        if queue is not None:  # a scaled slot: runs while the control file lists it
+            spec = spec.model_copy(update={"queue": queue})
+            should_stop = lambda: st.stopping or self._slot_queue(st) != queue  # noqa: E731
         return ConsumerLoop(
             spec,
             st.scenario,
@@ -360,8 +381,31 @@ class ConsumerUser(_MqbedUser):
             st.clock,
             st.rng(1, self.group_index, self.index),
             self.name,
-            lambda: st.stopping,
+            should_stop,
         )
+
+    def _slot_queue(self, st: _Process) -> str | None:
+        return st.control.queue_of(self.group_name, self.index) if st.control else None
+
+    def _run(self, st: _Process, resume_at: float) -> None:
+        if st.control is None or slot_count(st.scenario, self.group_name) is None:
+            self.loop.run()
+            return
+        # a scaled slot: wait for the control file to list it, consume, stop gracefully, repeat
+        while not st.stopping:
+            queue = self._slot_queue(st)
+            if queue is None:
+                time.sleep(0.05)
+                continue
+            self.loop = self._make_loop(st, queue)
+            st.recorder.event(st.clock.now(), "consumer_start", self.name, {"queue": queue})
+            self.loop.run()
+            st.recorder.event(
+                st.clock.now(),
+                "consumer_stop",
+                self.name,
+                {"queue": queue, "received": self.loop.received, "graceful": True},
+            )
 
 
 def build_user_classes(scenario: Scenario) -> dict[str, type[User]]:
@@ -381,14 +425,15 @@ def build_user_classes(scenario: Scenario) -> dict[str, type[User]]:
                 },
             )
     for i, c in enumerate(scenario.consumers):
-        if c.count > 0:
+        count = slot_count(scenario, c.name) or c.count
+        if count > 0:
             name = f"Consumer_{i}_{c.name}".replace(".", "_").replace("-", "_")
             classes[name] = type(
                 name,
                 (ConsumerUser,),
                 {
                     "abstract": False,
-                    "fixed_count": c.count,
+                    "fixed_count": count,
                     "group_index": i,
                     "group_name": c.name,
                 },

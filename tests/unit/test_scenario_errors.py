@@ -136,6 +136,13 @@ CASES = [
      + "autoscaling:\n  - policy: target_tracking\n    target: c\n    target_value: 100\n"
      "    min_replicas: 5\n    max_replicas: 2\n", 27, "autoscaling[0]",
      "min_replicas (5) > max_replicas (2)"),
+    ("autoscaled group starts outside its bounds", BASE
+     + "autoscaling:\n  - policy: target_tracking\n    target: c\n    target_value: 100\n"
+     "    min_replicas: 3\n    max_replicas: 5\n", 28, "autoscaling[0].target",
+     "group 'c' starts 2 consumers, outside [min_replicas 3, max_replicas 5]"),
+    ("autoscaling metric typo", BASE
+     + "autoscaling:\n  - policy: target_tracking\n    target: c\n    target_value: 100\n"
+     "    metric: queue_lenght\n", 30, "autoscaling[0].metric", "did you mean 'queue_length'?"),
     ("unknown distribution kind", replace("kind: exponential", "kind: exponentail"), 25,
      "consumers[0].service_time.kind", "did you mean 'exponential'?"),
     ("distribution with foreign field", replace("{kind: exponential, mean: 5ms}", "{kind: exponential, mean: 5ms, k: 3}"),

@@ -73,3 +73,26 @@ def test_specjms_interaction3_topic_routing() -> None:
 def test_vt_retry_attempt_rate() -> None:
     load = offered_load(_lib("vt-retries-p0.2"))["jobs"]
     assert load.attempt_rate == pytest.approx(100.0 / 0.8)
+
+
+@pytest.mark.parametrize("pool", [0, 1, 2])
+def test_elastic_ramp_pool_and_npp(pool: int) -> None:
+    from emulator import analytic
+    from testbed.core.policies import make_autoscaler
+
+    s = _lib(f"elastic-ramp-500-pool{pool}")
+    spec = s.autoscaling[0]
+    scaler = make_autoscaler(s, spec)
+    assert len(scaler.provisioner.pool) == pool
+    # the ramp's growth 450 msg/s over 60 s and a 5 s start-up need NPP = 1 pre-provisioned host
+    assert analytic.npp(450 / 60, 5.0, 100.0) == 1
+    assert spec.sla_delta == pytest.approx(450 / 60)
+    assert scaler.watched_queues()[:2] == ["work.0", "work.1"]
+    # at the peak, 500 msg/s need 5 consumers of 100 msg/s; max_replicas 10 leaves headroom
+    assert offered_load(s)["work"].utilisation == pytest.approx(0.5)
+
+
+def test_elastic_ramp_at_the_issues_rate() -> None:
+    s = _lib("elastic-ramp-750-pool1")
+    assert s.autoscaling[0].sla_delta == pytest.approx(700 / 60, rel=1e-3)
+    assert offered_load(s)["work"].utilisation == pytest.approx(0.75)

@@ -1,4 +1,4 @@
-"""Pure control policies: no clock, broker or socket inside (DESIGN.md principle 4).
+"""Visibility-timeout leases (MODELS.md §4), a pure policy: callers pass `now`.
 
 The same objects run in the live control loops (`testbed/control/`) and inside the SimPy model
 (`emulator/sim/`): callers pass `now` explicitly.

@@ -14,8 +14,9 @@ message loss rate side by side, for a scenario with stochastic failures.
   are several.
 - **Closed form**: ``analytic.loss_rate`` with λ the producers' rate, μ = consumers / mean
   service time, K the queue's ``max_length`` (default ``DEFAULT_K``), A_S = 1, A_M and γ_eq(M)
-  from the broker's stochastic fault (τ = 1 / (MTTR + the broker's restart time) for kills,
-  1 / MTTR for pauses), A_C, γ_eq(C), τ_eq(C) from the consumer group's stochastic crashes
+  from the broker's stochastic fault: τ = 1 / (MTTR + R) with R the broker's restart time
+  for kills (0 for pauses) and γ = 1 / (MTTF·exp(−R/MTTF)), the mean up time of the injected
+  process (``broker_uptime``), A_C, γ_eq(C), τ_eq(C) from the consumer group's stochastic crashes
   (``analytic.availability`` with γn = 0, c = 1). The terms of the formula are listed too;
   its ``lost_rate`` leaves out the broker-down term (sends the broker never accepted), the
   counterpart of the ledger's ``lost``.
@@ -25,7 +26,7 @@ message loss rate side by side, for a scenario with stochastic failures.
 
 from __future__ import annotations
 
-__all__ = ["qos_level", "closed_form_inputs", "loss_table", "DEFAULT_K"]
+__all__ = ["qos_level", "closed_form_inputs", "loss_table", "broker_uptime", "DEFAULT_K"]
 
 import dataclasses
 import math
@@ -84,8 +85,9 @@ def closed_form_inputs(s: Scenario) -> dict[str, Any] | None:
     restart = RESTART_S.get(s.broker.kind, 6.0)
     m = c = analytic.availability(0.0, 0.0, 1.0, 1.0, 1.0)
     if broker is not None:
-        repair = float(broker.mttr) + (restart if broker.mode != "pause" else 0.0)
-        m = analytic.availability(1 / float(broker.mttf), 0.0, 1 / repair, 1.0, 1.0)
+        r = restart if broker.mode != "pause" else 0.0
+        up = broker_uptime(float(broker.mttf), r)
+        m = analytic.availability(1 / up, 0.0, 1 / (float(broker.mttr) + r), 1.0, 1.0)
     if consumers is not None:
         c = analytic.availability(
             1 / float(consumers.mttf), 0.0, 1 / float(consumers.mttr), 1.0, 1.0
@@ -104,6 +106,14 @@ def closed_form_inputs(s: Scenario) -> dict[str, Any] | None:
         "tau_eq_c": c.tau_eq,
         "restart_s": restart if broker is not None and broker.mode != "pause" else 0.0,
     }
+
+
+def broker_uptime(mttf: float, restart: float) -> float:
+    """Mean up time between broker failures as the live runner injects them: the next time to
+    failure (Exp(MTTF)) runs from the planned repair, so during the ``restart`` that follows it;
+    a failure due before the broker is up again strikes as soon as it is (memorylessness gives
+    E[max(TTF − R, 0)] = MTTF·exp(−R/MTTF))."""
+    return mttf * math.exp(-restart / mttf)
 
 
 def _span(s: Scenario) -> tuple[float, float]:

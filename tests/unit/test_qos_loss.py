@@ -3,6 +3,7 @@ the three-way loss table (measured, simulated, closed form) and its rendering.""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -48,8 +49,10 @@ def test_closed_form_inputs_follow_the_scenario() -> None:
     assert (i["lam"], i["mu"], i["k"], i["a_s"]) == (50.0, pytest.approx(100.0), 10_000, 1.0)
     restart = i["restart_s"]
     assert restart > 0  # a kill costs the broker's restart time on top of the MTTR
-    assert i["a_m"] == pytest.approx(30 / (30 + 1 + restart))
-    assert i["gamma_eq_m"] == pytest.approx(1 / 30)
+    # the failure clock runs during the restart (live schedule): mean up time 30·e^(−R/30)
+    up = 30 * math.exp(-restart / 30)
+    assert i["a_m"] == pytest.approx(up / (up + 1 + restart))
+    assert i["gamma_eq_m"] == pytest.approx(1 / up)
     assert i["a_c"] == pytest.approx(15 / 17) and i["tau_eq_c"] == pytest.approx(0.5)
 
 
@@ -91,7 +94,7 @@ def test_loss_table_puts_three_sources_side_by_side() -> None:
     assert rows["simulated"]["availability_broker"] == pytest.approx(1 - 55 / 60)  # never up
     i = t["inputs"]
     expect = analytic.loss_rate(
-        "BE", 50.0, i["mu"], 10_000, 1.0, i["a_m"], i["a_c"], 1 / 30, 1 / 15, 0.5
+        "BE", 50.0, i["mu"], 10_000, 1.0, i["a_m"], i["a_c"], i["gamma_eq_m"], 1 / 15, 0.5
     )
     assert rows["closed_form"]["loss_rate"] == pytest.approx(expect)
     terms = rows["closed_form"]["terms"]

@@ -127,18 +127,27 @@ class ClientFaults:
             c.start(c.queue)
         self.event("client_up", c.name, {"downtime_s": round(self.kernel.now - since, 6)})
 
-    def _producer_down(self, p: Producer, until: float) -> None:
+    def _producer_down(self, p: Producer, until: float, crash: str | None = None) -> None:
+        """``p`` is cut off until ``until``: by a lost connection (``client_down``/``client_up``
+        rows) or by its own crash (``crash``: the group's ``fault_end`` row on the restart)."""
         now = self.kernel.now
+        if self.down_until.get(p, -1.0) > until:  # already cut off for longer
+            return
         self.down_until[p] = until
         m = self.awaiting.pop(p, None)
         if m is not None:  # stays unconfirmed; the loop goes on (sends missed until `until`)
             p.call(0.0, type(p).on_confirm.__get__(p), (m, 0))
         if until < math.inf:
-            self.event("client_down", p.name, {"error": "connection lost"})
-            self.kernel.call_at(until, self._producer_up, (p, now))
+            if crash is None:
+                self.event("client_down", p.name, {"error": "connection lost"})
+            self.kernel.call_at(until, self._producer_up, (p, now, crash))
 
     def _producer_up(self, ev: Any) -> None:
-        p, since = ev.value
+        p, since, crash = ev.value
+        if crash is not None:
+            group = p.name.rsplit("-", 1)[0]
+            self.event("fault_end", group, {"kind": crash, "instances": [p.name]})
+            return
         self.event("client_up", p.name, {"downtime_s": round(self.kernel.now - since, 6)})
 
     def _instances(self, f: Any) -> list[Any]:
@@ -179,7 +188,8 @@ class ClientFaults:
                 if restart_after is None:
                     self.dead.add(v)
                     v.max = v.sent
-                self._producer_down(v, math.inf if restart_after is None else now + restart_after)
+                until = math.inf if restart_after is None else now + restart_after
+                self._producer_down(v, until, crash=kind)
                 continue
             self.give_back(self._disconnect(v, now))
             if restart_after is not None:

@@ -264,3 +264,34 @@ def test_simulated_availability_with_kills_matches_the_ctmc_of_the_injected_proc
     expect = analytic.availability(1 / up, 0.0, 1 / (1.0 + 2.0), 1.0, 1.0).a
     assert abs(a.mean() - expect) <= half, (a.mean(), expect, half)
     assert half < 0.02
+
+
+PRODUCER_CRASH = """
+name: pcrash
+seed: 8
+duration: 10s
+topology:
+  queues: [{name: q}]
+producers:
+  - {name: p, queue: q, arrival: {kind: constant, rate: 10/s}, size: 100B, confirms: true}
+consumers:
+  - {name: c, queue: q, service_time: {kind: deterministic, value: 1ms}}
+faults:
+  - {kind: producer_crash, at: 2s, target: p RESTART}
+"""
+
+
+def test_producer_crash_misses_the_sends_due_while_down() -> None:
+    res = run(PRODUCER_CRASH.replace(" RESTART", ", restart_after: 1s"))
+    m, _, _, ev = frames(res)
+    # sends at k/10 + phase: 20 before 2 s, 10 due in [2, 3) missed, 70 after
+    assert (res.ledger.sent, res.ledger.confirmed, res.ledger.delivered_unique) == (100, 90, 90)
+    missed = m[m.t_publish.isna()]
+    assert len(missed) == 10 and missed.t_intended.between(2.0, 3.0).all()
+    assert list(ev[ev.kind.str.startswith("fault_")].kind) == ["fault_start", "fault_end"]
+    assert res.ledger.lost == 0
+
+
+def test_producer_crash_without_restart_stops_the_producer() -> None:
+    res = run(PRODUCER_CRASH.replace(" RESTART", ""))
+    assert (res.ledger.sent, res.ledger.confirmed, res.ledger.delivered_unique) == (20, 20, 20)

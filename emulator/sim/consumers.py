@@ -271,6 +271,7 @@ class Consumer:
             if f.probability < 1.0 and self.u_follow() >= f.probability:
                 continue
             m2 = new(f.flow, f.dest, self.idx, f.size(), t, t)
+            self.rec.confirm(m2, t)  # the live consumer records its follow-up as sent = confirmed
             broker.pending += 1
             broker.accept(self, m2, f.queues, 0, f.persistent)
 

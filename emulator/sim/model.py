@@ -29,6 +29,7 @@ from emulator.profile import Profile
 from emulator.sim.broker import make_broker
 from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
+from emulator.sim.faults import install_faults
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
 from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
@@ -88,6 +89,7 @@ class Model:
         self.stop_event = self.env.event()
         self.horizon = float(s.duration + s.drain_timeout)
         self._phases()
+        self.faults = install_faults(self)  # the scenario's fault timeline (MODELS.md §6)
         self.kernel.process(self._sampler())
         from emulator.sim.autoscale import attach_autoscalers
 

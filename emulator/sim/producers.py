@@ -171,6 +171,8 @@ class Producer:
         b = self.broker
         b.pending += 1
         b.publish(self, m, queues, self.notify, self.persistent, self.extra_a + self.extra_b * size)
+        if not self.confirms:  # as the live client: "confirmed" = the send returned (ledger)
+            self.confirm_record(m, now)
         return m
 
     def on_confirm(self, ev: Any) -> None:

@@ -15,7 +15,8 @@ Conventions of the predicted tables:
   (``message_type`` or the producer group's name).
 - ``producer`` and ``consumer`` name instances ``<group>-<i>``; a follow-up message's producer
   is the consumer instance that published it.
-- ``t_confirm`` is null unless the producer asked for publisher confirms.
+- ``t_confirm`` is the confirm time, or ``t_publish`` for a producer without publisher confirms
+  (as the live client records it; null when never confirmed).
 - ``latency_s`` = ``t_deliver - t_publish``; ``t_deliver`` is when the consumer's handler starts
   on the message (a live handler timestamps there), ``t_done`` when it finishes.
 """
@@ -187,7 +188,7 @@ class Recorder:
                 _take(names, self.m_producer),
                 pa.array(np.rint(np.frombuffer(self.m_size, dtype=np.float64)).astype(np.int64)),
                 pa.array(np.frombuffer(self.m_t_intended, dtype=np.float64)),
-                pa.array(t_pub),
+                pa.array(t_pub, mask=np.isnan(t_pub)),  # null: a send missed while cut off
                 pa.array(t_conf, mask=np.isnan(t_conf)),
                 pa.array(rep_m),
             ],

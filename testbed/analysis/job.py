@@ -45,6 +45,7 @@ from testbed.analysis.latency import (
 from testbed.analysis.metrics import per_type_from_queues, replication_metrics
 from testbed.analysis.pairing import pair_windows, window_scores
 from testbed.analysis.phases import LoadWindows, phase_bounds
+from testbed.analysis.qos import loss_table
 from testbed.analysis.readers import (
     SIDES,
     RunFrames,
@@ -253,6 +254,9 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
         },
     )
     summary = build_summary(inputs)
+    qos = loss_table(scenario, ledgers, events_pd)  # QoS experiments (MODELS.md §6)
+    if qos is not None:
+        summary["qos_loss"] = qos
     if not reps["predicted"] and has_prediction:
         summary["predicted_replications"] = (predicted_summary or {}).get("replications")
 

@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from testbed.report.qos_table import qos_markdown
 from testbed.report.verdict import fmt_value, status_text, verdict_rows
 
 HEADLINE = ["throughput_msg_s", "latency_p50_s", "latency_p95_s", "queue_depth_mean", "losses"]
@@ -37,7 +38,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         mape = "–" if w.get("mape") is None else f"{w['mape']:.1%}"
         r_ = "–" if w.get("pearson_r") is None else f"{w['pearson_r']:.3f}"
         lines += ["", f"Windows: throughput MAPE {mape}, queue-depth Pearson r {r_}."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + qos_markdown(summary)
 
 
 def _headline(summary: dict[str, Any], metric: str) -> dict[str, str]:

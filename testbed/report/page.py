@@ -18,6 +18,7 @@ import pandas as pd
 from testbed.analysis.job import RunAnalysis
 from testbed.core.records import Ledger
 from testbed.report.plots import cdf_plot, time_plots
+from testbed.report.qos_table import qos_note, qos_rows
 from testbed.report.verdict import fmt_value, status_text, verdict_rows
 
 PLOTS = [
@@ -157,6 +158,8 @@ def render_report(analysis: RunAnalysis) -> str:
         ledger=ledger_rows,
         ledger_note=ledger_note,
         scores=_scores(s),
+        qos=qos_rows(s),
+        qos_note=qos_note(s),
         scenario_yaml=analysis.scenario_yaml,
         environment=json.dumps(analysis.environment or {}, indent=2),
         autoscaling=autoscaling,

@@ -23,6 +23,10 @@ def test_library_is_not_empty() -> None:
         "closed-loop-saturation",
         "specjms2007-interaction1",
         "specjms2007-interaction3",
+        "faults-broker-kill-pcm",
+        "qos-be",
+        "qos-pc",
+        "qos-pcm",
     } <= names
 
 

@@ -1,0 +1,402 @@
+"""The scenario's ``faults:`` timeline inside the simulation (MODELS.md §6, issue 6 point 4).
+
+The same episodes as the live run: broker faults and stochastic broker failures come from
+``testbed.faults.schedule.plan_faults`` with the live runner's seed (``scenario.seed + 7919 ×
+replication``), consumer-group stochastic crashes from the workload's per-instance streams, so
+replication *r* of a prediction replays the fault schedule of live replication *r*. Semantics,
+mirroring the live side (``testbed/faults``, ``testbed/workload``):
+
+- **broker_kill / broker_restart** (and stochastic ``kill``): the broker is down from ``at``
+  until ``at + duration + RESTART_S[kind]`` (a RabbitMQ start with persistent data takes
+  ~5–8 s; the live ``fault_end``/``broker_up`` rows are written when it is healthy again).
+  Every connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
+  ready copies are kept only when the message is persistent *and* the queue durable (they are
+  redelivered after the restart, unacked ones as attempt n+1), transient ones are lost;
+  auto-acked copies a consumer had not started are lost with its buffer; publishes in flight
+  are lost, a publish waiting for its confirm stays unconfirmed. A kill also forgets the acks
+  of persistent copies received in the last ``ACK_SYNC_S`` (redelivered: duplicates).
+  Clients reconnect with the live bounded backoff (0.1 s doubling to 2 s); sends an open-loop
+  producer had due before it reconnected are ``messages`` rows without publish time (sent,
+  never confirmed).
+- **broker_pause**: nothing the broker does happens (no routing, dispatch, confirm); publishes
+  and acks that arrive meanwhile are handled at the resume; consumers go on serving what they
+  hold.
+- **memory_alarm / disk_alarm**: publishes are accepted but not read by the broker (publishers
+  blocked, no confirms) until the alarm clears.
+- **consumer_crash / producer_crash** (and stochastic consumer-group crashes): the instance
+  drops its connection; the broker requeues its unacked copies at once (redelivered); with
+  ``restart_after`` it comes back after that delay.
+- network toxics: see ``emulator.sim.faults_net``.
+
+Events rows as the live run writes them: ``fault_start``/``fault_end`` (detail ``kind``,
+``index``, ``episode``, ``scheduled``, ``params``), ``broker_down``/``broker_up``,
+``client_down``/``client_up`` per instance. Modelled for the ``amqp`` broker model; with the
+``threads``/``shared_lock`` models copies inside a broker stage at the kill are not dropped.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FaultSim",
+    "install_faults",
+    "RESTART_S",
+    "ACK_SYNC_S",
+    "reconnect_at",
+    "availability_from_events",
+]
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from emulator.sim.consumers import _PROCESSING, Consumer
+from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
+from emulator.sim.faults_net import NetFaults
+from emulator.sim.producers import Producer
+from testbed.core.scenario_faults import ClientFault, StochasticFault
+from testbed.faults.schedule import plan_faults, stochastic_schedule
+
+if TYPE_CHECKING:
+    from emulator.sim.model import Model
+    from emulator.sim.queues import Queue
+
+RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
+"""Broker start-up time after a kill or restart (FACTS.md: RabbitMQ ~5–8 s with persistent
+data, ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
+ACK_SYNC_S = 0.04
+"""RabbitMQ makes acks of persistent messages durable lazily: a SIGKILL forgets the acks it
+received in about the last 40 ms, and those messages are redelivered after the restart —
+duplicates in the ledger (observed on this machine: 4 duplicates acked in the 22 ms before a
+kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s; a graceful restart forgets none)."""
+LIVE_SEED_STRIDE = 7919  # testbed.run: the live replication r runs with seed + 7919 r
+NAN = float("nan")
+
+
+def availability_from_events(
+    events: Any, start: float, end: float, target: str = "broker"
+) -> float:
+    """Fraction of ``[start, end]`` the target was up, from ``broker_down``/``broker_up`` rows
+    (a pandas frame with ``t``, ``kind``, ``target``)."""
+    ev = events[(events.target == target) & events.kind.isin(["broker_down", "broker_up"])]
+    down, since = 0.0, None
+    for row in ev.sort_values("t").itertuples():
+        if row.kind == "broker_down" and since is None:
+            since = max(float(row.t), start)
+        elif row.kind == "broker_up" and since is not None:
+            down += max(0.0, min(float(row.t), end) - since)
+            since = None
+    if since is not None:
+        down += max(0.0, end - since)
+    return 1.0 - down / (end - start) if end > start else 1.0
+
+
+class FaultSim(ClientFaults):
+    """Applies a scenario's fault timeline to one assembled ``Model`` (see module docstring)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        s = model.scenario
+        self.b = b = model.broker
+        self.kernel = model.kernel
+        self.rec = model.rec
+        self.restart_s = RESTART_S.get(s.broker.kind, 6.0)
+        self.seed = s.seed + LIVE_SEED_STRIDE * model.replication
+        self.stop = float(s.duration)
+        self.persistent: set[int] = set()
+        self.killed = False
+        self.paused = False
+        self.alarms = 0
+        self.held: list[tuple[Any, ...]] = []  # publishes the broker has not read yet
+        self.held_confirms: list[tuple[Producer, Any]] = []
+        self.up_at = 0.0  # when the broker is up again after the current kill
+        self.inflight: dict[Consumer, dict[int, tuple[Queue, int, float, float, float]]] = {}
+        self.suppress: set[tuple[int, int]] = set()  # (consumer idx, m): records to drop
+        self.paused_consumers: list[Consumer] = []
+        self.awaiting: dict[Producer, int] = {}
+        self.down_until: dict[Producer, float] = {}
+        self.dead: set[Producer] = set()
+        self.recent_acks: deque[tuple[float, Queue, int, int]] = deque()
+        self.forget_acks = True  # a kill (not a graceful restart) forgets unsynced acks
+        self._orig_accept = b.accept
+        b.accept = self._accept  # type: ignore[method-assign]
+        self.net = NetFaults(self)
+        for p in model.producers:
+            self._wrap_producer(p)
+        for c in model.consumers:
+            self.adopt(c)
+        self._schedule(s)
+
+    # -- wrapping ---------------------------------------------------------------------------
+
+    def adopt(self, c: Consumer) -> None:
+        """Track a consumer's deliveries (call for consumers added later, e.g. by scaling)."""
+        held: dict[int, tuple[Queue, int, float, float, float]] = {}
+        self.inflight[c] = held
+        deliver, record = c.deliver, c.record
+        suppress = self.suppress
+        net = self.net
+
+        def tracked_deliver(q: Queue, m: int, attempt: int, t_disp: float) -> None:
+            t_disp = net.delivery_time(c, m, t_disp)
+            free0 = c.free
+            size = c.sizes[m]
+            arrive = t_disp + c.d + q.deliver_a + c.extra_a + (q.deliver_b + c.extra_b) * size
+            deliver(q, m, attempt, t_disp)
+            held[m] = (q, attempt, max(arrive, free0), c.free, t_disp)
+
+        def tracked_record(
+            msg: int, queue: int, consumer: int, attempt: int, t_del: float, t_done: float, out: int
+        ) -> None:
+            if suppress and (consumer, msg) in suppress:
+                suppress.discard((consumer, msg))
+                return
+            entry = held.pop(msg, None)
+            if out == _ACKED and entry is not None and c.ack == _PROCESSING:
+                q = entry[0]
+                if q.durable and msg in self.persistent:
+                    self._remember_ack(q, msg, attempt)
+            record(msg, queue, consumer, attempt, t_del, t_done, out)
+
+        c.deliver = tracked_deliver  # type: ignore[method-assign]
+        c.record = tracked_record
+        net.wrap_consumer(c)
+
+    def _remember_ack(self, q: Queue, m: int, attempt: int) -> None:
+        """An ack of a persistent copy reached the broker now: a kill within ``ACK_SYNC_S``
+        forgets it (see ``ACK_SYNC_S``)."""
+        acks, now = self.recent_acks, self.kernel.now
+        acks.append((now, q, m, attempt))
+        while acks and acks[0][0] < now - ACK_SYNC_S:
+            acks.popleft()
+
+    def _wrap_producer(self, p: Producer) -> None:
+        publish, confirm = p._publish, p.on_confirm
+        rec_new = self.rec.new_message
+
+        def guarded_publish(t_int: float, now: float) -> int:
+            if p in self.dead:
+                if p.notify:
+                    p._finish()
+                return -1
+            if now < self.down_until.get(p, -1.0):
+                if p.closed:  # a closed loop retries after reconnecting, recording nothing
+                    if p.notify:
+                        p.call_at(self.down_until[p], confirm, (-1, 0))
+                    return -1
+                m = rec_new(p.flow, p.dest, p.idx, p.size(), t_int, NAN)
+                p.sent += 1
+                if p.notify:
+                    p.call(0.0, confirm, (m, 0))
+                return m
+            m = publish(t_int, now)
+            if p.notify:
+                self.awaiting[p] = m
+            return m
+
+        def guarded_confirm(ev: Any) -> None:
+            m, notify = ev.value
+            if notify == 0:
+                confirm(ev)
+                return
+            if self.awaiting.get(p) != m:
+                return  # voided: the connection it was published on is gone
+            if self.paused:
+                self.held_confirms.append((p, ev.value))
+                return
+            delay = self.net.confirm_delay(p)
+            if delay > 0:
+                p.call(delay, self._late_confirm, (p, ev.value))
+                return
+            del self.awaiting[p]
+            confirm(ev)
+
+        p._publish = guarded_publish  # type: ignore[method-assign]
+        p.on_confirm = guarded_confirm  # type: ignore[method-assign]
+        self.net.wrap_producer(p)
+
+    def _late_confirm(self, ev: Any) -> None:
+        p, value = ev.value
+        if self.awaiting.get(p) == value[0]:
+            del self.awaiting[p]
+            p.call(0.0, type(p).on_confirm.__get__(p), value)
+
+    def _accept(
+        self, sender: Any, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
+        if persistent:
+            self.persistent.add(m)
+        if self.killed:
+            self.b.pending -= 1  # lost in flight: the connection is gone
+            return
+        if self.paused or self.alarms:
+            self.held.append((sender, m, queues, notify, persistent))
+            return
+        self._orig_accept(sender, m, queues, notify, persistent)
+
+    # -- schedule ---------------------------------------------------------------------------
+
+    def _schedule(self, s: Any) -> None:
+        at = self.kernel.call_at
+        for ep in plan_faults(s.faults, seed=self.seed, stop_at=self.stop):
+            if ep.action == "network":
+                self.net.schedule(ep)
+            else:
+                at(ep.start, self._broker_fault, ep)
+        groups = {c.name: c.count for c in s.consumers}
+        for i, f in enumerate(s.faults):
+            if isinstance(f, ClientFault):
+                at(float(f.at), self._crash, (i, f, None, f.restart_after))
+            elif isinstance(f, StochasticFault) and f.target in groups:
+                for k in range(groups[f.target]):
+                    rng = np.random.default_rng(np.random.SeedSequence([self.seed, 6, i, k]))
+                    for down, up in stochastic_schedule(f, rng, self.stop):
+                        at(down, self._crash, (i, f, k, up - down))
+
+    def event(self, kind: str, target: str, detail: dict[str, Any]) -> None:
+        self.rec.event(self.kernel.now, kind, target, detail)
+
+    @staticmethod
+    def base(ep: Any) -> dict[str, Any]:
+        return {
+            "kind": ep.fault,
+            "index": ep.index,
+            "episode": ep.episode,
+            "scheduled": round(ep.start, 6),
+            "params": dict(ep.params),
+        }
+
+    # -- broker faults ----------------------------------------------------------------------
+
+    def _broker_fault(self, ev: Any) -> None:
+        ep = ev.value
+        now = self.kernel.now
+        if self.killed and ep.action in ("kill", "restart", "pause"):
+            # the node is still starting: the live runner acts once it is up again
+            self.kernel.call_at(self.up_at, self._broker_fault, ep)
+            return
+        node = f"{self.model.scenario.broker.kind}0"
+        detail = {**self.base(ep), "node": node, "action_s": 0.0}
+        self.event("fault_start", ep.target, detail)
+        end = dict(detail, rolled_back=False, clipped=ep.clipped, heal_s=0.0)
+        if ep.action in ("kill", "restart", "pause"):
+            self.event("broker_down", ep.target, {"node": node, "kind": ep.fault})
+        if ep.action in ("kill", "restart"):
+            up = max(ep.end, now) + self.restart_s
+            self.forget_acks = ep.action == "kill"
+            self._kill(up)
+            self.kernel.call_at(up, self._broker_up, (ep, end, node))
+        elif ep.action == "pause":
+            self._pause()
+            self.kernel.call_at(ep.end, self._resume, (ep, end, node))
+        else:
+            self.alarms += 1
+            self.kernel.call_at(ep.end, self._alarm_off, (ep, end))
+
+    def _kill(self, up: float) -> None:
+        b, now = self.b, self.kernel.now
+        self.killed, self.up_at = True, up
+        b.up = False
+        recovered: dict[Queue, list[tuple[int, int]]] = {}
+        forget = self.forget_acks
+        for c in list(self.inflight):
+            if c.queue is not None and (c.active or self.inflight[c]):
+                back = self._disconnect(c, now)
+                for q, m, attempt in back:
+                    if m in self.persistent and q.durable:
+                        recovered.setdefault(q, []).append((m, attempt))
+                    else:
+                        self._drop(q, m)
+                self._reconnect_later(c, reconnect_at(now, up), now)
+        for t, q, m, attempt in self.recent_acks if forget else ():
+            if t >= now - ACK_SYNC_S:  # acked, but the ack was not on disk yet: redelivered
+                recovered.setdefault(q, []).append((m, attempt))
+                b.mem += b.sizes[m] + b.mem_overhead
+                b.pending += 1
+        self.recent_acks.clear()
+        for q in self.model.queues.values():
+            kept = [(max(ra, up), m) for ra, m in q.ready if m in self.persistent and q.durable]
+            for _, m in q.ready:
+                if not (m in self.persistent and q.durable):
+                    q.attempts.pop(m, None)
+                    self._drop(q, m)
+            q.ready.clear()
+            q.ready.extend(kept)
+            q.free = max(q.free, up)
+        for q, copies in recovered.items():
+            for m, attempt in sorted(copies, reverse=True):
+                q.attempts[m] = attempt
+                q.ready.appendleft((up, m))
+        b.pending -= len(self.held)  # publishes the broker never read
+        self.held.clear()
+        self.held_confirms.clear()
+        for p in self.model.producers:
+            if not p.done and p not in self.dead:
+                self._producer_down(p, reconnect_at(now, up))
+        if b.blocked and b.mem <= b.mem_threshold:
+            b.unblock()
+
+    def _drop(self, q: Queue, m: int) -> None:
+        b = self.b
+        b.mem -= b.sizes[m] + b.mem_overhead
+        b.pending -= 1
+
+    def _broker_up(self, ev: Any) -> None:
+        ep, end, node = ev.value
+        self.killed = False
+        self.b.up = not self.paused
+        self.event("fault_end", ep.target, end)
+        self.event("broker_up", ep.target, {"node": node, "kind": ep.fault})
+
+    def _pause(self) -> None:
+        self.paused = True
+        self.b.up = False
+        for c in self.inflight:
+            q = c.queue
+            if q is not None and c.active:
+                c.active = False
+                if c in q.avail:
+                    q.avail.remove(c)
+                self.paused_consumers.append(c)
+
+    def _resume(self, ev: Any) -> None:
+        ep, end, node = ev.value
+        self.paused = False
+        self.b.up = not self.killed
+        now = self.kernel.now
+        for q in self.model.queues.values():
+            q.free = max(q.free, now)
+        for c in self.paused_consumers:
+            if c.queue is not None and not c.active and c in c.queue.consumers:
+                c.active = True
+                if c.credit > 0 and c not in c.queue.avail:
+                    c.queue.avail.append(c)
+        self.paused_consumers.clear()
+        self._replay()
+        for p, value in self.held_confirms:
+            p.call(self.b.d, self._late_confirm, (p, value))
+        self.held_confirms.clear()
+        for q in self.model.queues.values():
+            q.pump()
+        self.event("fault_end", ep.target, end)
+        self.event("broker_up", ep.target, {"node": node, "kind": ep.fault})
+
+    def _alarm_off(self, ev: Any) -> None:
+        ep, end = ev.value
+        self.alarms -= 1
+        self._replay()
+        self.event("fault_end", ep.target, end)
+
+    def _replay(self) -> None:
+        if self.paused or self.alarms or self.killed:
+            return
+        held, self.held = self.held, []
+        for args in held:
+            self._orig_accept(*args)
+
+
+def install_faults(model: Model) -> FaultSim | None:
+    """Apply the scenario's fault timeline to ``model`` (None when it has no faults)."""
+    if not model.scenario.faults:
+        return None
+    return FaultSim(model)

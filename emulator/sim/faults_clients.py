@@ -1,0 +1,211 @@
+"""Client-side faults in the simulation: dropped connections, crashes, reconnects (see
+``emulator.sim.faults``, whose ``FaultSim`` mixes this in).
+
+A consumer whose connection drops (broker kill, its own crash, a reset link) loses the epoch of
+its pending callbacks; the delivery in hand is recorded ``crashed`` and every unacked copy goes
+back to the broker (requeued at once, or kept/dropped by a broker kill). A producer cut off
+misses the sends due until it reconnects (rows without publish time); one waiting for a confirm
+leaves that publish unconfirmed.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ClientFaults", "reconnect_at"]
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from emulator.sim.consumers import _AUTO, _RECEIVE, UNLIMITED, Consumer
+from emulator.sim.producers import Producer
+from emulator.sim.recorder import OUTCOME_CODES
+from testbed.core.scenario_faults import ClientFault
+
+if TYPE_CHECKING:
+    from emulator.sim.broker import Broker
+    from emulator.sim.kernel import Kernel
+    from emulator.sim.model import Model
+    from emulator.sim.queues import Queue
+
+_CRASHED = OUTCOME_CODES["crashed"]
+_ACKED = OUTCOME_CODES["acked"]
+
+
+def reconnect_at(lost_at: float, up_at: float, first: float = 0.1, cap: float = 2.0) -> float:
+    """When a client that lost the broker at ``lost_at`` is connected again, retrying with the
+    live backoff (sleep 0.1 s doubling to 2 s, then try) against a broker up from ``up_at``."""
+    t, delay = lost_at, first
+    while True:
+        t += delay
+        if t >= up_at:
+            return t
+        delay = min(cap, delay * 2)
+
+
+class ClientFaults:
+    """Connection drops of consumer and producer instances (state lives in ``FaultSim``)."""
+
+    model: Model
+    b: Broker
+    kernel: Kernel
+    killed: bool
+    up_at: float
+    inflight: dict[Consumer, dict[int, tuple[Queue, int, float, float, float]]]
+    suppress: set[tuple[int, int]]
+    paused: bool
+    paused_consumers: list[Consumer]
+    awaiting: dict[Producer, int]
+    down_until: dict[Producer, float]
+    dead: set[Producer]
+
+    def event(self, kind: str, target: str, detail: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _drop(self, q: Queue, m: int) -> None:
+        raise NotImplementedError
+
+    def _disconnect(self, c: Consumer, now: float) -> list[tuple[Queue, int, int]]:
+        """Drop ``c``'s connection at ``now``: returns the copies the broker gets back
+        (queue, message, attempts so far); records the delivery in hand as ``crashed``."""
+        c.epoch += 1
+        c.active = False
+        if c.queue is not None:
+            c.queue.detach(c)
+        if c in self.paused_consumers:
+            self.paused_consumers.remove(c)
+        back: list[tuple[Queue, int, int]] = []
+        held = self.inflight[c]
+        b = self.b
+        mode = c.ack
+        for m, (q, attempt, start, done, _) in sorted(held.items()):
+            if mode == _AUTO:
+                if start >= now:
+                    self.suppress.add((c.idx, m))  # lost with the client's buffer
+                continue
+            if mode == _RECEIVE:
+                if start < now:
+                    if start + c.d > now:
+                        q.remove(m)  # the ack was on its way
+                    continue
+                self.suppress.add((c.idx, m))
+                b.pending += 1  # its _finish still counts it done
+            elif done <= now:  # served, its ack on the way: it counts
+                c.record(m, q.idx, c.idx, attempt, start, done, _ACKED)
+                q.remove(m)
+                b.pending -= 1
+                continue
+            elif start < now:
+                c.record(m, q.idx, c.idx, attempt, start, now, _CRASHED)
+            q.release(m)
+            back.append((q, m, attempt))
+        held.clear()
+        c.credit = UNLIMITED if (c.prefetch == 0 or mode == _AUTO) else c.prefetch
+        c.free = now
+        return back
+
+    def give_back(self, back: list[tuple[Queue, int, int]]) -> None:
+        """The broker requeues a dropped connection's unacked copies (in their order)."""
+        for q, m, attempt in reversed(back):
+            if self.killed:
+                self._drop(q, m)
+            else:
+                self.b.requeue(q, m, attempt)
+
+    def _reconnect_later(self, c: Consumer, t: float, now: float) -> None:
+        self.event("client_down", c.name, {"error": "connection lost"})
+        self.kernel.call_at(t, self._reconnect, (c, now))
+
+    def _reconnect(self, ev: Any) -> None:
+        c, since = ev.value
+        if c.active or c.queue is None:
+            return
+        c.free = max(c.free, self.kernel.now)
+        if self.paused:
+            c.queue.consumers.append(c)
+            self.paused_consumers.append(c)
+        else:
+            c.start(c.queue)
+        self.event("client_up", c.name, {"downtime_s": round(self.kernel.now - since, 6)})
+
+    def _producer_down(self, p: Producer, until: float, crash: str | None = None) -> None:
+        """``p`` is cut off until ``until``: by a lost connection (``client_down``/``client_up``
+        rows) or by its own crash (``crash``: the group's ``fault_end`` row on the restart)."""
+        now = self.kernel.now
+        if self.down_until.get(p, -1.0) > until:  # already cut off for longer
+            return
+        self.down_until[p] = until
+        m = self.awaiting.pop(p, None)
+        if m is not None:  # stays unconfirmed; the loop goes on (sends missed until `until`)
+            p.call(0.0, type(p).on_confirm.__get__(p), (m, 0))
+        if until < math.inf:
+            if crash is None:
+                self.event("client_down", p.name, {"error": "connection lost"})
+            self.kernel.call_at(until, self._producer_up, (p, now, crash))
+
+    def _producer_up(self, ev: Any) -> None:
+        p, since, crash = ev.value
+        if crash is not None:
+            group = p.name.rsplit("-", 1)[0]
+            self.event("fault_end", group, {"kind": crash, "instances": [p.name]})
+            return
+        self.event("client_up", p.name, {"downtime_s": round(self.kernel.now - since, 6)})
+
+    def _instances(self, f: Any) -> list[Any]:
+        pool: Iterable[Any] = (
+            self.model.producers if f.kind == "producer_crash" else self.inflight.keys()
+        )
+        return [x for x in pool if x.name.rsplit("-", 1)[0] == f.target]
+
+    def _crash(self, ev: Any) -> None:
+        i, f, instance, restart_after = ev.value
+        now = self.kernel.now
+        kind = f.kind if isinstance(f, ClientFault) else "consumer_crash"
+        pool: list[Any] = (
+            self._instances(f) if isinstance(f, ClientFault) else self._instances_of(f.target)
+        )
+        if instance is not None:
+            pool = [x for x in pool if x.name == f"{f.target}-{instance}"]
+        victims: list[Any]
+        if kind == "producer_crash":
+            victims = [p for p in pool if not p.done and p not in self.dead][: f.count]
+        else:
+            victims = [c for c in pool if c.active][: getattr(f, "count", 1)]
+        if not victims:
+            self.event("fault_skipped", f.target, {"kind": kind, "reason": "no live instance"})
+            return
+        self.event(
+            "fault_start",
+            f.target,
+            {
+                "kind": kind,
+                "index": i,
+                "instances": [v.name for v in victims],
+                "restart_after": restart_after,
+            },
+        )
+        for v in victims:
+            if kind == "producer_crash":
+                if restart_after is None:
+                    self.dead.add(v)
+                    v.max = v.sent
+                until = math.inf if restart_after is None else now + restart_after
+                self._producer_down(v, until, crash=kind)
+                continue
+            self.give_back(self._disconnect(v, now))
+            if restart_after is not None:
+                self.kernel.call_at(now + restart_after, self._restarted, (v, kind, f.target))
+
+    def _instances_of(self, group: str) -> list[Consumer]:
+        return [c for c in self.inflight if c.name.rsplit("-", 1)[0] == group]
+
+    def _restarted(self, ev: Any) -> None:
+        c, kind, group = ev.value
+        if self.killed:  # reconnects once the broker is back
+            self.kernel.call_at(
+                reconnect_at(self.kernel.now, self.up_at), self._restarted, ev.value
+            )
+            return
+        if not c.active and c.queue is not None:
+            c.free = max(c.free, self.kernel.now)
+            c.start(c.queue)
+        self.event("fault_end", group, {"kind": kind, "instances": [c.name]})

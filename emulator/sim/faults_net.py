@@ -1,0 +1,192 @@
+"""Network toxics inside the simulation: the fault proxy's links as delays on the model's paths.
+
+Each scenario network fault acts on a *side*'s links (``producers``, ``consumers`` or ``all``)
+in a *direction* (upstream = client→broker, downstream = broker→client), from ``at`` to
+``at + duration``, on the paths the model has:
+
+=========  ==========================================  ========================================
+side       upstream                                    downstream
+=========  ==========================================  ========================================
+producers  publish: client → broker                    publisher confirm: broker → client
+consumers  ack / nack: client → broker                 delivery: broker → client
+=========  ==========================================  ========================================
+
+- ``latency``: + ``latency`` on a path whose bytes are sent while it is in force (× toxicity,
+  the expected value; jitter is zero-mean and left out); ``loss``: + probability ×
+  retransmit_delay (the expected retransmission wait).
+- ``bandwidth``: a per-connection FIFO link of ``rate`` bytes/s for message bodies.
+- ``partition`` (``blackhole``) and ``timeout``: bytes sent while in force are held until it
+  ends (the proxy holds the stream), so deliveries/publishes stop and resume after healing.
+- ``partition`` (``refuse``), ``reset_peer``, ``limit_data``: the side's connections are reset;
+  consumers' unacked copies are requeued, clients reconnect with the live backoff once the link
+  accepts connections again.
+- ``slow_close``, ``slicer``: no effect a model at this level sees (noted in the event detail).
+"""
+
+from __future__ import annotations
+
+__all__ = ["NetFaults"]
+
+from typing import TYPE_CHECKING, Any
+
+from emulator.sim.consumers import Consumer
+from emulator.sim.faults_clients import reconnect_at
+from emulator.sim.producers import Producer
+
+if TYPE_CHECKING:
+    from emulator.sim.faults import FaultSim
+
+SIDES = {
+    "producers": ("producers",),
+    "consumers": ("consumers",),
+    "all": ("producers", "consumers"),
+}
+STREAMS = {
+    "upstream": ("upstream",),
+    "downstream": ("downstream",),
+    "both": ("upstream", "downstream"),
+}
+_ACK_CALLBACKS = {Consumer._acked, Consumer._early_ack, Consumer._nacked, Consumer._failed}
+_DELAYS = ("latency", "loss")
+_HOLDS = ("timeout",)
+_RESETS = ("reset_peer", "limit_data")
+_INERT = ("slow_close", "slicer")
+
+
+class NetFaults:
+    """Precomputed toxic intervals per (side, stream), applied where a path sends bytes."""
+
+    def __init__(self, fs: FaultSim) -> None:
+        self.fs = fs
+        self.delays: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+        self.holds: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        self.rates: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+        self.link_free: dict[tuple[int, str], float] = {}
+        self.active = False
+        b = fs.b
+        self._orig_publish = b.publish
+        b.publish = self._publish  # type: ignore[method-assign]
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def schedule(self, ep: Any) -> None:
+        p = ep.params
+        kind = ep.fault
+        tox = float(p.get("toxicity", 1.0))
+        keys = [(s, d) for s in SIDES[ep.target] for d in STREAMS[p.get("direction", "both")]]
+        mode = p.get("mode") or "blackhole"
+        modelled = kind not in _INERT
+        for key in keys:
+            if kind == "latency":
+                self.delays.setdefault(key, []).append((ep.start, ep.end, p["latency"] * tox))
+            elif kind == "loss":
+                wait = p.get("retransmit_delay", 0.2) * p["probability"] * tox
+                self.delays.setdefault(key, []).append((ep.start, ep.end, wait))
+            elif kind == "bandwidth":
+                self.rates.setdefault(key, []).append((ep.start, ep.end, float(p["rate"])))
+            elif kind in _HOLDS or (kind == "partition" and mode == "blackhole"):
+                self.holds.setdefault(key, []).append((ep.start, ep.end))
+        self.active = True
+        k = self.fs.kernel
+        k.call_at(ep.start, self._start, (ep, modelled))
+        k.call_at(ep.end, self._end, (ep, modelled))
+
+    def _detail(self, ep: Any, modelled: bool) -> dict[str, Any]:
+        return {
+            **self.fs.base(ep),
+            "links": list(SIDES[ep.target]),
+            "toxics": [t["name"] for t in ep.toxics],
+            "modelled": modelled,
+        }
+
+    def _start(self, ev: Any) -> None:
+        ep, modelled = ev.value
+        fs = self.fs
+        fs.event("fault_start", ep.target, {**self._detail(ep, modelled), "action_s": 0.0})
+        resets = ep.fault in _RESETS or (
+            ep.fault == "partition" and (ep.params.get("mode") or "blackhole") == "refuse"
+        )
+        if not resets:
+            return
+        now = fs.kernel.now
+        ok_at = now if ep.fault == "limit_data" else ep.end
+        again = reconnect_at(now, ok_at)
+        sides = SIDES[ep.target]
+        if "consumers" in sides:
+            for c in list(fs.inflight):
+                if c.active and c.queue is not None:
+                    fs.give_back(fs._disconnect(c, now))
+                    fs._reconnect_later(c, again, now)
+        if "producers" in sides:
+            for p in fs.model.producers:
+                if not p.done and p not in fs.dead:
+                    fs._producer_down(p, again)
+
+    def _end(self, ev: Any) -> None:
+        ep, modelled = ev.value
+        detail = {**self._detail(ep, modelled), "rolled_back": False, "clipped": ep.clipped}
+        self.fs.event("fault_end", ep.target, {**detail, "heal_s": 0.0})
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def arrival(
+        self, key: tuple[str, str], t_send: float, client: int = -1, size: float = 0.0
+    ) -> float:
+        """When bytes sent at ``t_send`` on a ``key`` link leave the proxy (before the model's
+        own network delay)."""
+        t = t_send
+        for s, e in self.holds.get(key, ()):
+            if s <= t < e:
+                t = e
+        for s, e, extra in self.delays.get(key, ()):
+            if s <= t_send < e:
+                t += extra
+        for s, e, rate in self.rates.get(key, ()):
+            if s <= t_send < e and size > 0:
+                lk = (client, key[1])
+                free = self.link_free.get(lk, 0.0)
+                t = (t if t > free else free) + size / rate
+                self.link_free[lk] = t
+        return t
+
+    def _publish(
+        self,
+        sender: Any,
+        m: int,
+        queues: Any,
+        notify: int,
+        persistent: bool,
+        extra: float = 0.0,
+    ) -> None:
+        if self.active and isinstance(sender, Producer):
+            now = self.fs.kernel.now
+            size = self.fs.b.sizes[m]
+            extra += self.arrival(("producers", "upstream"), now, sender.idx, size) - now
+        self._orig_publish(sender, m, queues, notify, persistent, extra)
+
+    def confirm_delay(self, p: Producer) -> float:
+        if not self.active:
+            return 0.0
+        sent = self.fs.kernel.now - self.fs.b.d
+        return self.arrival(("producers", "downstream"), sent) - sent
+
+    def delivery_time(self, c: Consumer, m: int, t_disp: float) -> float:
+        if not self.active:
+            return t_disp
+        return self.arrival(("consumers", "downstream"), t_disp, c.idx, c.sizes[m])
+
+    def wrap_producer(self, p: Producer) -> None:
+        return None  # publishes go through the broker's publish (wrapped in __init__)
+
+    def wrap_consumer(self, c: Consumer) -> None:
+        """Acks (and nacks) reach the broker through the consumers' upstream link."""
+        call_at = c.call_at
+        d = c.d
+        key = ("consumers", "upstream")
+
+        def ack_call_at(t: float, fn: Any, value: Any = None) -> None:
+            if self.active and getattr(fn, "__func__", None) in _ACK_CALLBACKS:
+                t = self.arrival(key, t - d) + d
+            call_at(t, fn, value)
+
+        c.call_at = ack_call_at

@@ -132,6 +132,8 @@ class SimAutoscaler:
         if c is None:  # a slot never used before: a new instance with its own streams
             c = self.made[slot] = self.model.make_consumer(self.group, slot)  # type: ignore[arg-type]
             self.model.consumers.append(c)
+            if self.model.faults is not None:  # faults reach scaled-up consumers too
+                self.model.faults.adopt(c)
         self.slots[slot] = c
         c.start(self._queue(slot))
 

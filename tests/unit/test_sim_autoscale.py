@@ -102,3 +102,20 @@ def test_same_seed_same_scaling_timeline() -> None:
     _, a = _run("mmpp-target-tracking")
     _, b = _run("mmpp-target-tracking")
     assert _scales(a) == _scales(b)
+
+
+def test_faults_reach_consumers_added_by_scaling(tmp_path: Path) -> None:
+    """A broker kill cuts every consumer's connection, also those the autoscaler started: the
+    delivery each one had in hand is recorded `crashed` (fault timeline adopts new consumers)."""
+    import yaml
+
+    data = yaml.safe_load((LIB / "mmpp-target-tracking.yaml").read_text())
+    data.update(duration="60s", faults=[{"kind": "broker_kill", "at": "40s", "duration": "1s"}])
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(data))
+    s = load_scenario(f)
+    r = Model(s, default_profile(s.broker.kind), 0).run()
+    d = r.tables["deliveries"].to_pandas()
+    crashed = set(d[d.outcome == "crashed"].consumer)
+    scaled = {c for c in crashed if int(c.rsplit("-", 1)[1]) >= s.consumers[0].count}
+    assert scaled, f"no consumer started by scaling saw the kill: {sorted(crashed)}"

@@ -128,6 +128,10 @@ class ActiveMQAdapter:
         self.session.close()
         self._on_lost()
 
+    def abort(self) -> None:
+        self.session.abort()
+        self._on_lost()
+
     # --- confirms (receiver thread) ---
 
     def _on_receipt(self, rid: str, ok: bool, detail: str) -> None:

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 __all__ = ["ConfirmBook", "PumpedConsumer", "PumpedProducer"]
 
 import time
@@ -85,6 +87,18 @@ class ConfirmBook:
             if c.msg_id == msg_id:
                 return self.ready.pop(i)
         return None
+
+
+def shut_socket(sock: Any) -> None:
+    """Shut and close a client socket whatever state its protocol library is in."""
+    import socket
+
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
 
 
 class PumpedProducer(ABC):

@@ -50,7 +50,7 @@ from testbed.brokers.base import (
     parse_publish_ns,
     sort_declarations,
 )
-from testbed.brokers.common import PumpedConsumer, PumpedProducer
+from testbed.brokers.common import PumpedConsumer, PumpedProducer, shut_socket
 from testbed.brokers.rabbitmq import RABBITMQ_CAPABILITIES, publish_headers, queue_arguments
 
 _CONN_ERRORS: tuple[type[BaseException], ...] = (
@@ -209,6 +209,12 @@ class KombuRabbitMQAdapter:
 
     def close(self) -> None:
         with contextlib.suppress(*_CONN_ERRORS):
+            self.conn.release()
+
+    def abort(self) -> None:
+        raw = getattr(self.conn, "_connection", None)  # py-amqp Connection, if connected
+        shut_socket(getattr(getattr(raw, "transport", None), "sock", None))
+        with contextlib.suppress(Exception):  # kombu's own state; the socket is gone already
             self.conn.release()
 
 

@@ -49,7 +49,7 @@ from testbed.brokers.base import (
     parse_publish_ns,
     sort_declarations,
 )
-from testbed.brokers.common import PumpedConsumer, PumpedProducer
+from testbed.brokers.common import PumpedConsumer, PumpedProducer, shut_socket
 
 _CONN_ERRORS: tuple[type[BaseException], ...] = (
     pe.AMQPConnectionError,
@@ -219,6 +219,11 @@ class RabbitMQAdapter:
         if conn is not None and conn.is_open:
             with suppress(*_CONN_ERRORS):
                 conn.close()
+
+    def abort(self) -> None:
+        conn, self._conn = self._conn, None
+        transport = getattr(getattr(conn, "_impl", None), "_transport", None)
+        shut_socket(getattr(transport, "_sock", None))  # pika keeps the socket there (1.x)
 
 
 class PikaProducer(PumpedProducer):

@@ -225,6 +225,17 @@ class StompSession:
         except STOMP_ERRORS as e:
             raise ConnectionLost(f"nack {ack_id} on {self.where}: {e!r}") from e
 
+    def abort(self) -> None:
+        """Drop the socket without DISCONNECT (a dying process): the broker redelivers."""
+        conn, self._conn = self._conn, None
+        self.alive = False
+        if conn is not None:
+            with contextlib.suppress(*STOMP_ERRORS, OSError):
+                conn.transport.disconnect_socket()
+        for sub in list(self._subs.values()):
+            sub.frames.put(None)
+        self._subs.clear()
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
         self.alive = False

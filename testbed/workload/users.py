@@ -314,12 +314,14 @@ class _MqbedUser(User):
         return False
 
     def _abandon(self) -> None:
-        """Drop the connection as a dying process would (the broker requeues unacked)."""
+        """Drop the connection as a dying process would: the socket is shut at once (no
+        protocol close, which can fail mid-frame after the kill and leave the connection —
+        and its unacked deliveries — held until the process exits); the broker requeues."""
         adapter, self.adapter = self.adapter, None
         try:
-            adapter.close()
-        except BaseException:  # the connection may be mid-frame after the kill
-            log.debug("closing a crashed client's connection failed", exc_info=True)
+            adapter.abort()
+        except BaseException:  # abort never raises by contract; a crash must not spread
+            log.warning("aborting a crashed client's connection failed", exc_info=True)
 
     def on_stop(self) -> None:
         adapter = getattr(self, "adapter", None)

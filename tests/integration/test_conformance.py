@@ -199,7 +199,7 @@ def test_reject_dead_letters(make: MakeAdapter, name: str) -> None:
         d.ack()
 
 
-@pytest.mark.parametrize("how", ["consumer-close", "connection-close"])
+@pytest.mark.parametrize("how", ["consumer-close", "connection-close", "connection-abort"])
 def test_unacked_messages_are_redelivered_when_consumer_goes(
     make: MakeAdapter, name: str, how: str
 ) -> None:
@@ -215,8 +215,11 @@ def test_unacked_messages_are_redelivered_when_consumer_goes(
     assert first.unsettled == 5
     if how == "consumer-close":
         first.close()
-    else:
+    elif how == "connection-close":
         holder.close()
+    else:  # a crashed client: the socket goes, no protocol close
+        holder.abort()
+        holder.abort()  # idempotent, never raises
     second = a.consumer(name, prefetch=10)
     again = drain_n(second, 5)
     assert sorted(d.msg_id for d in again) == ids

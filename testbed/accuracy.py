@@ -213,6 +213,7 @@ def _markdown(doc: dict[str, Any]) -> str:
         f"{h['memory_bytes'] / 2**30:.0f} GiB" if h.get("memory_bytes") else "? GiB"
     )
     quick = " (quick: machinery check, not numbers)" if doc["quick"] else ""
+    quick += " — interrupted, cases that finished only" if doc.get("interrupted") else ""
     lines = [
         f"# Prediction accuracy{quick}",
         "",
@@ -282,15 +283,31 @@ def run_accuracy(
     failures = []
     work = runs_dir or ROOT / "runs" / f"accuracy-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     work.mkdir(parents=True, exist_ok=True)
-    for i, case in enumerate(cases, 1):
-        progress(f"[{i}/{len(cases)}] {case.name}")
-        try:
-            res = _run_case(case, quick=quick, reps=reps, home=home, work=work, console=console)
-        except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
-            res = {"case": case.name, "scenario": case.scenario, "error": repr(e), "wall_s": None}
-            failures.append(f"{case.name}: {e!r}")
-        res["command"] = command
-        doc["cases"].append(res)
+    try:
+        for i, case in enumerate(cases, 1):
+            progress(f"[{i}/{len(cases)}] {case.name}")
+            try:
+                res = _run_case(case, quick=quick, reps=reps, home=home, work=work,
+                                console=console)  # fmt: skip
+            except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
+                res = {"case": case.name, "scenario": case.scenario, "error": repr(e),
+                       "wall_s": None}  # fmt: skip
+                failures.append(f"{case.name}: {e!r}")
+            res["command"] = command
+            doc["cases"].append(res)
+    except KeyboardInterrupt:  # Ctrl-C: what finished is still written, then exit 130
+        doc["interrupted"] = True
+        _write(doc, out_md, only, quick)
+        raise
+    _write(doc, out_md, only, quick)
+    if failures:
+        from testbed.exceptions import MqbedError
+
+        raise MqbedError("accuracy suite: " + "; ".join(failures))
+    return out_md
+
+
+def _write(doc: dict[str, Any], out_md: Path, only: list[str] | None, quick: bool) -> None:
     old_json = out_md.with_suffix(".json")
     if only and old_json.is_file():  # a partial re-run replaces its cases, keeps the others
         old = json.loads(old_json.read_text(encoding="utf-8"))
@@ -301,8 +318,3 @@ def run_accuracy(
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     out_md.write_text(_markdown(doc), encoding="utf-8")
-    if failures:
-        from testbed.exceptions import MqbedError
-
-        raise MqbedError("accuracy suite: " + "; ".join(failures))
-    return out_md

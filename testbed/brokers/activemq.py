@@ -214,12 +214,16 @@ class StompProducer:
         self.confirms = confirms
         self._book = ConfirmBook()
         self._cond = threading.Condition(adapter._lock)
+        self._held: list[tuple[str, bytes, dict[str, str]]] = []
 
     def _cond_notify(self) -> None:  # caller holds adapter._lock
         self._cond.notify_all()
 
     def flush(self) -> None:
-        """SEND frames are written at once; nothing is held back."""
+        """Write the SEND frames held back by ``publish(..., flush=False)`` in one go."""
+        frames, self._held = self._held, []
+        if frames:
+            self._a.session.send_many(frames)
 
     @property
     def in_flight(self) -> int:
@@ -253,7 +257,12 @@ class StompProducer:
                 self._a._receipts[rid] = self
                 self._book.add(rid, msg_id)
             hdrs["receipt"] = rid
-        self._a.session.send(target, body, hdrs)
+        if flush and not self._held:
+            self._a.session.send(target, body, hdrs)
+        else:
+            self._held.append((target, body, hdrs))
+            if flush:
+                self.flush()
         return t_ns
 
     def _take(self, msg_id: str | None) -> list[Confirm]:  # caller holds adapter._lock

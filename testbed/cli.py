@@ -212,6 +212,17 @@ def run(
         typer.Option(min=1, max=64, help="Locust worker processes (master + N workers)."),
     ] = None,
     ui: Annotated[bool, typer.Option("--ui", help="Open Locust's web UI (127.0.0.1).")] = False,
+    external_workers: Annotated[
+        int,
+        typer.Option(
+            "--external-workers",
+            min=0,
+            max=64,
+            envvar="MQBED_EXTERNAL_WORKERS",
+            help="Locust workers started elsewhere (compose's locust-worker service, "
+            "`python -m testbed.workload.worker_service`); this run starts the master only.",
+        ),
+    ] = 0,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip the Spark analysis and report.html.")
     ] = False,
@@ -239,6 +250,7 @@ def run(
         workers=workers,
         ui=ui,
         console=err,
+        external_workers=external_workers,
     )
     out.print(str(result), markup=False)
     if not no_report:

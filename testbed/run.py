@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = ["run_scenario", "RunResult"]
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +45,8 @@ from testbed.workload.scaling import CONTROL_KEY, user_count
 from testbed.workload.topology import all_queue_names, declarations, purge
 
 STARTUP_MARGIN = 5.0
+EXTERNAL_MARGIN = 10.0
+"""Extra seconds before t=0 for external workers to see the run and connect."""
 """Seconds between launching Locust and t=0, for processes to import (~2 s) and connect."""
 SORT_KEYS = {"messages": "t_publish", "deliveries": "t_deliver", "timeseries": "t", "events": "t"}
 
@@ -112,11 +115,13 @@ def _replication(
     workers: int,
     ui: bool,
     console: Console,
+    external: tuple[int, Path] | None = None,
 ) -> list[str]:
     """One live replication; returns the fault runner's errors (empty when all went well)."""
     measured = run_dir / "measured"
     users = user_count(scenario)  # a scaled group has one user per slot
-    t0_ns = time.time_ns() + int((STARTUP_MARGIN + 0.02 * users) * 1e9)
+    margin = STARTUP_MARGIN + 0.02 * users + (EXTERNAL_MARGIN if external else 0.0)
+    t0_ns = time.time_ns() + int(margin * 1e9)
     clock = RunClock(t0_ns)
     seed = scenario.seed + 7919 * rep
     proxy = FaultProxy(seed=seed, api_port=None).start() if needs_proxy(scenario.faults) else None
@@ -159,7 +164,9 @@ def _replication(
     )
     scaler = _autoscaler(scenario, endpoint, clock, measured, rep, config)
     run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
-    locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui)
+    locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui,
+                            external_workers=external[0] if external else 0,
+                            rendezvous=external[1] if external else None)  # fmt: skip
     runner: FaultRunner | None = None
     fault_rec: Recorder | None = None
     if scenario.faults and (proxy is not None or backend is not None):
@@ -273,6 +280,12 @@ def _collect(run_dir: Path, replications: int) -> list[Ledger]:
     return ledgers
 
 
+def rendezvous_path(out_dir: Path) -> Path:
+    """Where external Locust workers look for the current run."""
+    env = os.environ.get("MQBED_LOCUST_RENDEZVOUS")
+    return Path(env) if env else Path(out_dir) / ".locust" / "current.json"
+
+
 def run_scenario(
     path: Path,
     *,
@@ -284,7 +297,11 @@ def run_scenario(
     workers: int | None = None,
     ui: bool = False,
     console: Console | None = None,
+    external_workers: int = 0,
 ) -> RunResult:
+    """`external_workers` > 0: Locust's workers are started elsewhere by
+    :mod:`testbed.workload.worker_service` and find the run in ``<out_dir>/.locust/
+    current.json`` (or ``$MQBED_LOCUST_RENDEZVOUS``)."""
     console = console or Console(stderr=True)
     scenario = load_scenario(path)
     for issue in validate_file(path)[1]:
@@ -334,6 +351,9 @@ def run_scenario(
                     workers=workers or scenario.workers,
                     ui=ui,
                     console=console,
+                    external=(external_workers, rendezvous_path(out_dir))
+                    if external_workers
+                    else None,
                 )
                 if fault_errors:
                     env.setdefault("fault_errors", {})[f"r{rep}"] = fault_errors

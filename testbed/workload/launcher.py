@@ -1,12 +1,16 @@
-"""Start and stop Locust for one replication: headless (default), with its web UI, or as a
-master with N worker processes. Every process gets its own process group, so stopping is
-exact (no name matching) and bounded in time.
+"""Start and stop Locust for one replication: headless (default), with its web UI, as a
+master with N worker processes, or as a master for N *external* workers — processes started
+elsewhere (compose's scalable ``locust-worker`` service, other hosts sharing the run directory)
+by :mod:`testbed.workload.worker_service`, which find the run through a rendezvous file. Every
+process started here gets its own process group, so stopping is exact (no name matching) and
+bounded in time.
 """
 
 from __future__ import annotations
 
-__all__ = ["LocustLauncher"]
+__all__ = ["LocustLauncher", "write_rendezvous", "ENV_MASTER_PORT", "EXPECT_WORKERS_WAIT"]
 
+import json
 import os
 import signal
 import socket
@@ -19,6 +23,19 @@ from testbed.exceptions import MqbedError
 from testbed.workload.config import ENV_VAR
 
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "workloads" / "locustfile.py"
+
+
+ENV_MASTER_PORT = "MQBED_LOCUST_MASTER_PORT"
+"""Port the master binds for external workers (compose sets it); a free one otherwise."""
+EXPECT_WORKERS_WAIT = 60
+"""Seconds the master waits for its external workers before giving up."""
+
+
+def write_rendezvous(path: Path, doc: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _free_port() -> int:
@@ -39,6 +56,8 @@ class LocustLauncher:
         workers: int = 1,
         ui: bool = False,
         locustfile: Path = LOCUSTFILE,
+        external_workers: int = 0,
+        rendezvous: Path | None = None,
     ):
         self.config_path = config_path
         self.out_dir = out_dir
@@ -47,6 +66,10 @@ class LocustLauncher:
         self.workers = workers
         self.ui = ui
         self.locustfile = locustfile
+        self.external_workers = external_workers
+        self.rendezvous = rendezvous
+        if external_workers and rendezvous is None:
+            raise MqbedError("external Locust workers need a rendezvous file")
         self.procs: list[subprocess.Popen[bytes]] = []
         self.web_url: str | None = None
         self._logs: list[object] = []
@@ -96,6 +119,9 @@ class LocustLauncher:
             ui = ["--autostart", "--web-host", "127.0.0.1", "--web-port", str(port)]
         else:
             ui = ["--headless"]
+        if self.external_workers:
+            self._start_for_external(prefix, [*common, *ui])
+            return
         if self.workers <= 1:
             self._spawn([*common, *ui], 0, f"{prefix}.log")
             return
@@ -121,6 +147,30 @@ class LocustLauncher:
                 i + 1,
                 f"{prefix}-worker{i + 1}.log",
             )
+
+    def _start_for_external(self, prefix: str, args: list[str]) -> None:
+        """The master only; the workers are told where it is through the rendezvous file."""
+        assert self.rendezvous is not None
+        port = int(os.environ.get(ENV_MASTER_PORT) or _free_port())
+        self._spawn(
+            [*args, "--master", "--master-bind-host", "127.0.0.1",
+             "--master-bind-port", str(port), "--expect-workers", str(self.external_workers),
+             "--expect-workers-max-wait", str(EXPECT_WORKERS_WAIT)],
+            0,
+            f"{prefix}-master.log",
+        )  # fmt: skip
+        write_rendezvous(
+            self.rendezvous,
+            {
+                "seq": f"{self.config_path.parent.name}.{prefix}",
+                "config": str(self.config_path),
+                "master_port": port,
+                "workers": self.external_workers,
+                "log_dir": str(self.out_dir),
+                "prefix": prefix,
+                "deadline": time.time() + self.run_time + EXPECT_WORKERS_WAIT + 60,
+            },
+        )
 
     def alive(self) -> bool:
         return bool(self.procs) and self.procs[0].poll() is None
@@ -167,3 +217,8 @@ class LocustLauncher:
         for log in self._logs:
             log.close()  # type: ignore[attr-defined]
         self._logs.clear()
+        if self.rendezvous is not None and self.external_workers:
+            try:  # the run is over: no late worker may join it
+                self.rendezvous.unlink()
+            except FileNotFoundError:
+                pass

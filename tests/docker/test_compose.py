@@ -189,3 +189,48 @@ def test_cluster_profile_forms_three_nodes_with_quorum_queues(
             *base, "--profile", "cluster", "down", "-v", "-t", "10", timeout=120, cwd=COMPOSE_DIR
         )
         assert down.returncode == 0, down.stderr[-2000:]
+
+
+def test_distributed_profile_scales_locust_workers(
+    compose_v2: ComposeCLI, offline_images: dict[str, str], tmp_path: Path
+) -> None:
+    """README: ``docker compose --profile distributed up -d --scale locust-worker=2`` then
+    ``docker compose run --rm mqbed run SCENARIO --external-workers 2``: the run's master in
+    the mqbed container, its users in the two worker containers (records from slots 1 and 2)."""
+    import pyarrow.parquet as pq
+
+    runs = tmp_path / "runs"
+    env_path = tmp_path / "compose.env"
+    write_compose_env(env_path, runs_dir=runs, offline=True)
+    scenario = yaml.safe_load(QUICKSTART.read_text())
+    scenario.update(name="distributed-compose", duration="5s", warmup="1s", drain_timeout="20s")
+    (runs / "distributed.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+    base = ["--env-file", str(env_path), "-p", "mqbed-distributed"]
+    try:
+        up = compose_v2.run(
+            *base, "--profile", "distributed", "up", "-d", "--scale", "locust-worker=2",
+            timeout=240, cwd=COMPOSE_DIR,
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr[-3000:]
+        run = compose_v2.run(
+            *base, "run", "--rm", "mqbed", "run", "runs/distributed.yaml",
+            "--external-workers", "2", "--no-predict", "--no-report",
+            timeout=300, cwd=COMPOSE_DIR,
+        )  # fmt: skip
+        assert run.returncode == 0, f"{run.stdout[-2000:]}\n{run.stderr[-4000:]}"
+        (run_dir,) = [p for p in runs.iterdir() if p.name.endswith("-distributed-compose")]
+        measured = run_dir / "measured"
+        ledger = json.loads((measured / "ledger.json").read_text())
+        assert ledger["lost"] == 0 and ledger["sent"] == ledger["delivered_unique"] > 0, ledger
+        m = pq.read_table(measured / "messages.parquet").to_pandas()
+        d = pq.read_table(measured / "deliveries.parquet").to_pandas()
+        slots = set(m.msg_id.str.split(".").str[3]) | set(d.consumer.str.split(".").str[1])
+        assert slots == {"1", "2"}, slots
+        assert sorted(p.name for p in (measured / "locust").glob("r0-worker*.log")) == [
+            "r0-worker1.log", "r0-worker2.log"]  # fmt: skip
+    finally:
+        down = compose_v2.run(
+            *base, "--profile", "distributed", "--profile", "run", "down", "-v", "-t", "10",
+            timeout=120, cwd=COMPOSE_DIR,
+        )  # fmt: skip
+        assert down.returncode == 0, down.stderr[-2000:]

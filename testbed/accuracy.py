@@ -49,6 +49,10 @@ class AccuracyCase:
     sweep: tuple[str, ...] = ()
     """``--set`` axes: the case is a sweep."""
     quick_sweep: tuple[str, ...] = ()
+    sweep_replications: int = 1
+    """Live replications per sweep point: the saturation point is read from the curve, whose
+    per-point intervals come from a block bootstrap over windows; 3 per point would triple an
+    already 8-point run."""
     quick: dict[str, Any] = field(default_factory=dict)
     """Overrides for ``--quick`` (dotted paths, as ``--set``)."""
 
@@ -148,7 +152,9 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
     out: dict[str, Any] = {"case": case.name, "scenario": case.scenario, "replications": reps}
     if case.sweep:
         root = sweep(f, list(case.quick_sweep if quick else case.sweep), home=home,
-                     out_dir=work / "runs", replications=reps, console=console)  # fmt: skip
+                     out_dir=work / "runs", replications=min(reps, case.sweep_replications),
+                     console=console)  # fmt: skip
+        out["replications"] = min(reps, case.sweep_replications)
         doc = json.loads((root / "sweep.json").read_text(encoding="utf-8"))
         out["sweep_dir"] = str(root)
         sat = doc.get("saturation") or {}

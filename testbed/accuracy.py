@@ -10,7 +10,9 @@ deterministic faults, the saturation point within one sweep step.
 
 Results go to ``docs/accuracy.json`` (a machine reads it) and ``docs/accuracy.md``; with
 ``--only`` the named cases replace theirs in an existing JSON and the others are kept (each
-case records the command and date that produced it). Run directories (with their
+case records the command and date that produced it). ``--reuse --runs DIR`` judges the run
+directories of an earlier suite again — the analysis and report are rebuilt (after a change
+to the analysis), the live runs and predictions are kept. Run directories (with their
 ``report.html``) are kept under ``runs/accuracy-<utc>/``. ``--quick``
 shortens every scenario and uses one replication and a three-point sweep: it checks the
 machinery, not the numbers (CI runs it; a missed target never fails it, a broken run does).
@@ -140,20 +142,36 @@ def _ledger_check(summary: dict[str, Any]) -> dict[str, Any]:
                   {k: (m.get(k), p.get(k)) for k in keys}, not diff)  # fmt: skip
 
 
+def _earlier(work: Path, case: AccuracyCase, text: str) -> Path | None:
+    """The run (or sweep) directory of `case` in an earlier accuracy run's `work` directory."""
+    name = yaml.safe_load(text)["name"]
+    pattern = f"*-sweep-{name}" if case.sweep else f"*-{name}"
+    found = sorted((work / "runs").glob(pattern))
+    return found[-1] if found else None
+
+
 def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: Path,
-              console: Console) -> dict[str, Any]:  # fmt: skip
+              console: Console, reuse: bool = False) -> dict[str, Any]:  # fmt: skip
     from testbed.report.build import build_report
     from testbed.run import run_scenario
     from testbed.sweep import sweep
 
     f = work / case.scenario
-    f.write_text(_scenario_text(case, quick), encoding="utf-8")
+    text = _scenario_text(case, quick)
+    earlier = _earlier(work, case, text) if reuse else None
+    if reuse and earlier is None:
+        raise FileNotFoundError(f"no earlier run of {case.scenario} under {work / 'runs'}")
+    if not reuse:
+        f.write_text(text, encoding="utf-8")
     t0 = time.monotonic()
     out: dict[str, Any] = {"case": case.name, "scenario": case.scenario, "replications": reps}
+    if reuse:
+        out["rejudged"] = True  # live runs and predictions reused, analysis rebuilt
     if case.sweep:
-        root = sweep(f, list(case.quick_sweep if quick else case.sweep), home=home,
-                     out_dir=work / "runs", replications=min(reps, case.sweep_replications),
-                     console=console)  # fmt: skip
+        root = earlier or sweep(
+            f, list(case.quick_sweep if quick else case.sweep), home=home, out_dir=work / "runs",
+            replications=min(reps, case.sweep_replications), console=console,
+        )  # fmt: skip
         out["replications"] = min(reps, case.sweep_replications)
         doc = json.loads((root / "sweep.json").read_text(encoding="utf-8"))
         out["sweep_dir"] = str(root)
@@ -172,10 +190,11 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
                                     "predicted": p}, None, "not reached on one side")]  # fmt: skip
         out["rows"] = []
     else:
-        result = run_scenario(f, home=home, out_dir=work / "runs", replications=reps,
-                              predict=True, console=console)  # fmt: skip
-        build_report([result.run_dir], console=console)
-        summary = json.loads((result.run_dir / "analysis" / "summary.json").read_text())
+        run_dir = earlier or run_scenario(f, home=home, out_dir=work / "runs",
+                                          replications=reps, predict=True,
+                                          console=console).run_dir  # fmt: skip
+        build_report([run_dir], console=console)
+        summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
         rows = _rows(summary)
         checks = []
         if "fanout" in case.checks:
@@ -184,10 +203,10 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
             ok = None if err is None else abs(err) <= TARGETS["fanout_latency_mean"]
             checks.append(_check("fan-out latency mean", TARGETS["fanout_latency_mean"], err, ok))
         if "per_type" in case.checks:
-            checks.append(_per_type_check(result.run_dir))
+            checks.append(_per_type_check(run_dir))
         if "ledger_exact" in case.checks:
             checks.append(_ledger_check(summary))
-        out.update(run_dir=str(result.run_dir), rows=rows, checks=checks,
+        out.update(run_dir=str(run_dir), rows=rows, checks=checks,
                    verdict=summary.get("verdict"))  # fmt: skip
     out["wall_s"] = round(time.monotonic() - t0, 1)
     out["date"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -265,6 +284,7 @@ def run_accuracy(
     only: list[str] | None = None,
     home: Path,
     runs_dir: Path | None = None,
+    reuse: bool = False,
     replications: int | None = None,
     command: str = "mqbed bench --suite accuracy",
     progress: Callable[[str], None] = lambda _: None,
@@ -294,7 +314,7 @@ def run_accuracy(
             progress(f"[{i}/{len(cases)}] {case.name}")
             try:
                 res = _run_case(case, quick=quick, reps=reps, home=home, work=work,
-                                console=console)  # fmt: skip
+                                console=console, reuse=reuse)  # fmt: skip
             except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
                 res = {"case": case.name, "scenario": case.scenario, "error": repr(e),
                        "wall_s": None}  # fmt: skip

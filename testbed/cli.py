@@ -429,6 +429,14 @@ def bench(
         Optional[Path],  # noqa: UP045
         typer.Option("--runs", help="accuracy: where run directories go (runs/accuracy-<utc>)."),
     ] = None,
+    reuse: Annotated[
+        bool,
+        typer.Option(
+            "--reuse",
+            help="accuracy: judge the runs already in --runs again (analysis rebuilt, no live "
+            "runs)",
+        ),
+    ] = False,
     home: HomeOpt = None,
 ) -> None:
     """Run the benchmark suites and write docs/performance.md and/or docs/accuracy.md."""
@@ -459,6 +467,7 @@ def bench(
             only=only if suite == "accuracy" else None,
             home=testbed_home(home),
             runs_dir=runs,
+            reuse=reuse,
             replications=replications,
             command=shlex.join(["mqbed", "bench", *sys.argv[2:]]),
             progress=say,

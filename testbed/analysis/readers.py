@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from testbed.control.visibility import DELAY_SUFFIX
 from testbed.core.records import SCHEMAS, Ledger, read_table
 from testbed.exceptions import ConfigurationError
 from testbed.observe.ledger import compute_ledger
@@ -128,6 +129,12 @@ def read_run(spark: SparkSession, run_dir: Path) -> RunFrames:
         )
         for extra in parts[1:]:
             frame = frame.unionByName(extra)
+        if table == "timeseries":
+            # a failed attempt waiting out its visibility timeout is in neither the ready nor
+            # the unacked count (SQS reports it apart, as not visible); on RabbitMQ it sits in
+            # the internal `<queue>.vt-delay` queue, which the simulator and ActiveMQ (copy
+            # held by the consumer) do not have: its samples stay on disk, out of the depths
+            frame = frame.where(~F.col("queue").endswith(DELAY_SUFFIX))
         frames[table] = frame
     return RunFrames(run_id=run_id, run_dir=run_dir, sides=sides, **frames)
 

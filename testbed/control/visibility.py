@@ -58,9 +58,12 @@ def dead_letter_queue_of(scenario: Scenario, queue: str) -> str | None:
     return q.visibility.dead_letter_queue or f"{queue}.dlq"
 
 
+DELAY_SUFFIX = ".vt-delay"
+
+
 def delay_queue_of(queue: str) -> str:
     """RabbitMQ's holding queue for failed attempts of `queue` (TTL = VT, dead-letters back)."""
-    return f"{queue}.vt-delay"
+    return f"{queue}{DELAY_SUFFIX}"
 
 
 class VisibilityController:

@@ -48,3 +48,13 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     assert "| throughput_msg_s | all |" in out.read_text()
     assert (Path(case["run_dir"]) / "report.html").is_file()  # the evidence is kept
     assert Path(case["run_dir"]).is_relative_to(tmp_path / "runs")
+    # --reuse: the same runs judged again (analysis rebuilt), no live run
+    before = sorted(p.name for p in (tmp_path / "runs" / "runs").iterdir())
+    again = CliRunner().invoke(
+        app, ["bench", "--suite", "accuracy", "--quick", "--only", "quickstart", "--reuse",
+              "--out", str(out), "--home", str(home), "--runs", str(tmp_path / "runs")],  # fmt: skip
+    )
+    assert again.exit_code == 0, again.output
+    (case2,) = json.loads(out.with_suffix(".json").read_text())["cases"]
+    assert case2["rejudged"] is True and case2["run_dir"] == case["run_dir"]
+    assert sorted(p.name for p in (tmp_path / "runs" / "runs").iterdir()) == before

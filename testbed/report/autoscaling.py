@@ -62,7 +62,8 @@ def consumer_series(ts: pd.DataFrame, queues: list[str], window: float) -> pd.Da
 
 def slot_series(events: pd.DataFrame, group: str, ts_t: pd.Series, window: float) -> pd.DataFrame:
     """Measured consumers from the workers' ``consumer_start``/``consumer_stop`` events of
-    `group` (exact client-side times): the count at each window time. Empty if there are none."""
+    `group` (exact client-side times): the count at each window time, per replication, then
+    mean/min/max over the replications (as `consumer_series`). Empty if there are none."""
     if events.empty:
         return pd.DataFrame()
     ev = events[
@@ -71,14 +72,18 @@ def slot_series(events: pd.DataFrame, group: str, ts_t: pd.Series, window: float
     ]
     if ev.empty:
         return pd.DataFrame()
-    ev = ev.sort_values("t")
-    delta = ev.kind.map({"consumer_start": 1, "consumer_stop": -1})
-    times = ev.t.to_numpy()
-    level = delta.cumsum().to_numpy()
-    grid = sorted({round(t / window) * window for t in ts_t})
-    idx = np.searchsorted(times, np.asarray(grid, dtype=float), side="right") - 1
-    vals = [float(level[i]) if i >= 0 else 0.0 for i in idx]
-    return pd.DataFrame({"t": grid, "mean": vals, "min": vals, "max": vals})
+    grid = np.asarray(sorted({round(t / window) * window for t in ts_t}), dtype=float)
+    reps = ev.replication if "replication" in ev else pd.Series(0, index=ev.index)
+    levels = []
+    for _, one in ev.groupby(reps):
+        one = one.sort_values("t")
+        level = one.kind.map({"consumer_start": 1, "consumer_stop": -1}).cumsum().to_numpy()
+        idx = np.searchsorted(one.t.to_numpy(), grid, side="right") - 1
+        levels.append(np.where(idx >= 0, level[np.maximum(idx, 0)], 0).astype(float))
+    stack = np.vstack(levels)
+    return pd.DataFrame(
+        {"t": grid, "mean": stack.mean(axis=0), "min": stack.min(axis=0), "max": stack.max(axis=0)}
+    )
 
 
 def scale_steps(events: pd.DataFrame, target: str) -> list[dict[str, Any]]:

@@ -29,16 +29,16 @@ duration: 20s
 drain_timeout: 30s
 broker: {{kind: {kind}}}
 topology:
-  queues: [{{name: jobs, durable: false}}]
+  queues: [{{name: scaled-jobs, durable: false}}]
 producers:
   - name: p
-    queue: jobs
+    queue: scaled-jobs
     arrival: {{kind: steps, steps: [{{at: 0s, rate: 300/s}}, {{at: 6s, rate: 20/s}}],
                process: constant}}
     size: 200B
     confirms: true
 consumers:
-  - {{name: workers, queue: jobs, count: 1, prefetch: 5, service_time: 10ms}}
+  - {{name: workers, queue: scaled-jobs, count: 1, prefetch: 5, service_time: 10ms}}
 autoscaling:
   - policy: target_tracking
     target: workers
@@ -89,7 +89,7 @@ def test_scale_up_drain_scale_down_loses_nothing(
     ]
     assert stopped and all(d["graceful"] for d in stopped)
     ts = pq.read_table(measured / "timeseries.parquet").to_pylist()
-    jobs = [r for r in ts if r["queue"] == "jobs"]
+    jobs = [r for r in ts if r["queue"] == "scaled-jobs"]
     assert max(r["consumers"] for r in jobs) >= 3
     assert jobs[-1]["depth_ready"] + jobs[-1]["depth_unacked"] == 0
     ledger = json.loads((measured / "ledger.json").read_text())

@@ -47,8 +47,9 @@ def test_kill_and_crash_predicted_like_measured(
         predict=True,
         console=Console(stderr=True, quiet=True),
     ).run_dir
-    measured = json.loads((run_dir / "measured" / "ledger.json").read_text())
-    predicted = json.loads((run_dir / "predicted" / "ledger.json").read_text())
+    measured = json.loads((run_dir / "measured" / "ledger.json").read_text())  # 1 replication
+    # the prediction has 3 replications: its ledger.json is their sum; pair replication 0
+    predicted = json.loads((run_dir / "predicted" / "ledger.r0.json").read_text())
     assert measured["lost"] == 0 and predicted["lost"] == 0  # PCM: nothing confirmed is lost
     # sends missed while the broker restarts (~5-8 s at 100/s) are unconfirmed on both sides
     missed_m = measured["sent"] - measured["confirmed"]

@@ -112,3 +112,19 @@ def test_measured_consumers_come_from_the_workers_start_and_stop_events() -> Non
     )
     s = slot_series(ev, "c", pd.Series([0.0, 1.0, 2.0, 3.0, 6.0]), 1.0)
     assert s["mean"].tolist() == [0.0, 1.0, 1.0, 3.0, 2.0]
+
+
+def test_measured_consumers_are_averaged_over_replications_not_summed() -> None:
+    from testbed.report.autoscaling import slot_series
+
+    ev = pd.DataFrame(
+        {
+            "t": [0.0, 2.0, 0.0, 0.0, 4.0],
+            "kind": ["consumer_start"] * 5,
+            "target": ["c.0.0", "c.0.1", "c.0.0", "c.0.1", "c.0.2"],
+            "replication": [0, 0, 1, 1, 1],
+        }
+    )  # replication 0: 1 then 2 consumers; replication 1: 2 then 3
+    s = slot_series(ev, "c", pd.Series([1.0, 3.0, 5.0]), 1.0)
+    assert s["mean"].tolist() == [1.5, 2.0, 2.5]
+    assert s["min"].tolist() == [1.0, 2.0, 2.0] and s["max"].tolist() == [2.0, 2.0, 3.0]

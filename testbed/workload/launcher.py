@@ -31,6 +31,15 @@ EXPECT_WORKERS_WAIT = 60
 """Seconds the master waits for its external workers before giving up."""
 
 
+def worker_env(config_path: Path | str, worker_index: int) -> dict[str, str]:
+    """Environment of a Locust process of a run: its config file and its worker slot."""
+    env = dict(os.environ)
+    env[ENV_VAR] = str(config_path)
+    env["MQBED_WORKER_INDEX"] = str(worker_index)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
 def write_rendezvous(path: Path, doc: dict[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -74,20 +83,13 @@ class LocustLauncher:
         self.web_url: str | None = None
         self._logs: list[object] = []
 
-    def _env(self, worker_index: int) -> dict[str, str]:
-        env = dict(os.environ)
-        env[ENV_VAR] = str(self.config_path)
-        env["MQBED_WORKER_INDEX"] = str(worker_index)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        return env
-
     def _spawn(self, args: list[str], worker_index: int, log_name: str) -> None:
         log = open(self.out_dir / log_name, "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         cmd = [sys.executable, "-m", "locust", "-f", str(self.locustfile), *args]
         proc = subprocess.Popen(
             cmd,
-            env=self._env(worker_index),
+            env=worker_env(self.config_path, worker_index),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

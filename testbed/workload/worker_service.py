@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.workload.config import ENV_VAR
-from testbed.workload.launcher import LOCUSTFILE
+from testbed.workload.launcher import LOCUSTFILE, worker_env
 
 POLL = 0.2
 
@@ -59,10 +58,7 @@ def serve_run(doc: dict[str, Any], index: int, host: str = "127.0.0.1") -> int:
     """Run ``locust --worker`` for one run until it ends or its deadline passes."""
     log_dir = Path(doc["log_dir"])
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env[ENV_VAR] = str(doc["config"])
-    env["MQBED_WORKER_INDEX"] = str(index)
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    env = worker_env(doc["config"], index)
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
            "--master-host", host, "--master-port", str(doc["master_port"])]  # fmt: skip
     with open(log_dir / f"{doc['prefix']}-worker{index}.log", "ab") as log:

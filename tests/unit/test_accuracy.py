@@ -59,3 +59,16 @@ def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
     assert "| latency_p95_s | all | 25 ms | 20 ms–30 ms | 20 ms | -20.0 % | ±25 % |" in md
     assert "**fan-out latency mean**: 0.4 (target 0.15) ✗" in md
     assert "**Failed:** RuntimeError('boom')" in md and "vm, 2 CPUs, 24 GiB" in md
+
+
+def test_bench_refuses_an_unknown_suite_and_one_out_for_two_reports() -> None:
+    from typer.testing import CliRunner
+
+    from testbed.cli import app
+
+    bad = CliRunner().invoke(app, ["bench", "--suite", "speed"])
+    assert bad.exit_code != 0
+    assert "--suite 'speed': choose performance, accuracy or all" in bad.output
+    both = CliRunner().invoke(app, ["bench", "--suite", "all", "--out", "x.md"])
+    assert both.exit_code != 0
+    assert "--out names one report; use it with one --suite" in both.output

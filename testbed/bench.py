@@ -11,7 +11,10 @@ from __future__ import annotations
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +37,8 @@ class Benchmark:
     full: tuple[str, ...] = ()
     quick: tuple[str, ...] = ("--quick",)
     timeout: float = 1800.0
+    quick_timeout: float = 240.0
+    """A quick variant takes 2-60 s here; past this it is stuck, and its output says where."""
 
 
 BENCHMARKS = (
@@ -70,6 +75,35 @@ def _command(b: Benchmark, quick: bool) -> list[str]:
     ]
 
 
+def _run_script(cmd: list[str], timeout: float) -> tuple[str, int]:
+    """Run one benchmark script in its own process group → (stdout + stderr tail, exit code).
+
+    On timeout the whole group (the script and the brokers, Locust and JVMs it started) gets
+    SIGTERM, then SIGKILL 15 s later; the output so far is kept (exit code -1)."""
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return out + err[-4000:], proc.returncode
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                out, err = proc.communicate(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+        return f"timed out after {timeout:.0f} s\n{out}{err[-4000:]}", -1
+
+
 def run_benchmarks(
     out: Path,
     *,
@@ -90,19 +124,7 @@ def run_benchmarks(
         cmd = _command(b, quick)
         progress(f"bench {b.name}: {' '.join(cmd[1:])}")
         t0 = time.monotonic()
-        try:
-            proc = subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                timeout=b.timeout,
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-            )
-            output, rc = proc.stdout + proc.stderr[-4000:], proc.returncode
-        except subprocess.TimeoutExpired as e:
-            partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
-            output, rc = f"timed out after {b.timeout:.0f} s\n{partial}", -1
+        output, rc = _run_script(cmd, b.quick_timeout if quick else b.timeout)
         wall = time.monotonic() - t0
         if rc != 0:
             failures.append(f"{b.name} (exit {rc})")

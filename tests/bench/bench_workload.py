@@ -36,6 +36,13 @@ from testbed.backends.local import LocalBackend  # noqa: E402
 from testbed.core.records import RecordWriter, merge_parts  # noqa: E402
 from testbed.run import run_scenario  # noqa: E402
 
+_T0 = time.monotonic()
+
+
+def _step(what: str) -> None:
+    """A progress line on stderr: a stuck benchmark's output says which step it was in."""
+    print(f"[{time.monotonic() - _T0:6.1f} s] {what}", file=sys.stderr, flush=True)
+
 
 def _rss_bytes() -> int:
     with open("/proc/self/status", encoding="ascii") as f:
@@ -188,18 +195,25 @@ def main() -> None:
         backend = LocalBackend(args.home or out / "home")
         started = args.home is None
         if started:
+            _step("starting RabbitMQ and ActiveMQ")
             backend.up(["rabbitmq", "activemq"], detach=False)
         elif {e.kind for e in backend.endpoints()} != {"rabbitmq", "activemq"}:
             sys.exit(f"--home {args.home}: needs a running RabbitMQ and ActiveMQ (mqbed up)")
+        home = backend.home
+        steps = {
+            "rate_fidelity": lambda: rate_fidelity(home, out, seconds),
+            "generator": lambda: generator(home, out, 3 if args.quick else 10),
+            "generator_activemq": lambda: generator(home, out, 3, kind="activemq"),
+            "recording": lambda: recording(out, 100_000 if args.quick else 1_000_000),
+            "broker_startup": lambda: startup(out),
+        }
+        results: dict[str, Any] = {}
         try:
-            results = {
-                "rate_fidelity": rate_fidelity(backend.home, out, seconds),
-                "generator": generator(backend.home, out, 3 if args.quick else 10),
-                "generator_activemq": generator(backend.home, out, 3, kind="activemq"),
-                "recording": recording(out, 100_000 if args.quick else 1_000_000),
-                "broker_startup": startup(out),
-                "peak_rss_mb_bench_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            }
+            for name, step in steps.items():
+                _step(name)
+                results[name] = step()
+            results["peak_rss_mb_bench_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            _step("done")
         finally:
             if started:
                 backend.down()

@@ -34,12 +34,15 @@ from testbed.backends.docker import DockerBackend
 from testbed.backends.docker_engine import DockerEngine
 from testbed.backends.images import IMAGE_NAMES, ensure_image
 from testbed.exceptions import MqbedError
-from tests.integration.conftest import STARTUP_TIMES, start_or_fail
+from tests.conftest import summary_line
+from tests.integration.conftest import start_or_fail
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-TIMINGS: list[tuple[str, str]] = []
-"""(what, how long / how big) lines for the terminal summary."""
+
+def timing(what: str, value: str) -> None:
+    """A (what, how long / how big) line in the terminal summary's docker section."""
+    summary_line("docker: engine, offline images, container start-up", f"{what:<70} {value}")
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +54,7 @@ def docker_engine() -> Iterator[DockerEngine]:
     except MqbedError as exc:
         pytest.fail(f"could not start a Docker engine under {engine.root}: {exc}", pytrace=False)
     how = "started" if engine.owned else "reused (already running)"
-    TIMINGS.append((f"dockerd {how} ({engine.root})", f"{time.monotonic() - t0:.1f} s"))
+    timing(f"dockerd {how} ({engine.root})", f"{time.monotonic() - t0:.1f} s")
     previous = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = host
     try:
@@ -92,8 +95,8 @@ def _image_builds(docker_client: Any) -> Iterator[dict[str, Future[str]]]:
         ref = ensure_image(name, docker_client, log=built.append)
         for line in built:
             if line.startswith("built "):
-                TIMINGS.append(
-                    (f"image {line.removeprefix('built ')}", f"done {time.monotonic() - t0:.0f} s")
+                timing(
+                    f"image {line.removeprefix('built ')}", f"done {time.monotonic() - t0:.0f} s"
                 )
         return ref
 
@@ -123,21 +126,23 @@ def offline_images(_image_builds: dict[str, Future[str]], docker_client: Any) ->
     t0 = time.monotonic()
     refs = _wait(_image_builds, list(IMAGE_NAMES))
     total = sum(docker_client.images.get(r).attrs.get("Size", 0) for r in refs.values()) / 1e6
-    TIMINGS.append(
-        (
-            f"offline images ({len(refs)}, {total:.0f} MB in all)",
-            f"waited {time.monotonic() - t0:.1f} s",
-        )
+    timing(
+        f"offline images ({len(refs)}, {total:.0f} MB in all)",
+        f"waited {time.monotonic() - t0:.1f} s",
     )
     return refs
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Within tests/docker, tests that need every image (compose, images) run last: the
-    Prometheus and mqbed images are still being built while the broker tests run."""
+    """Every test of tests/docker runs in one pytest-xdist worker (one private dockerd, one image
+    build), in the ``docker`` group; within it, tests that need every image (compose, images)
+    run last: the Prometheus and mqbed images are still being built while the broker tests run."""
     here = Path(__file__).parent
     slots = [i for i, item in enumerate(items) if here in Path(str(item.path)).parents]
     mine = [items[i] for i in slots]
+    for item in mine:
+        item.add_marker(pytest.mark.xdist_group("docker"))
     ordered = sorted(mine, key=lambda item: "offline_images" in getattr(item, "fixturenames", ()))
     for i, item in zip(slots, ordered, strict=True):
         items[i] = item
@@ -276,13 +281,3 @@ def compose_v1(docker_engine: DockerEngine) -> ComposeCLI:
         [exe, "version", "--short"], env=env, capture_output=True, text=True, timeout=30
     )
     return ComposeCLI((exe,), env, probe.stdout.strip())
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not TIMINGS and not STARTUP_TIMES:
-        return
-    terminalreporter.section("docker: engine, offline images, container start-up")
-    for what, value in TIMINGS:
-        terminalreporter.write_line(f"{what:<70} {value}")
-    for label, name, seconds in STARTUP_TIMES:
-        terminalreporter.write_line(f"{label:>14}  {name:<10} {seconds:6.2f} s (start → healthy)")

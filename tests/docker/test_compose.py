@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from testbed.backends.compose import COMPOSE_DIR, compose_files, write_compose_env
-from tests.docker.conftest import TIMINGS, ComposeCLI
+from tests.docker.conftest import ComposeCLI, timing
 
 pytestmark = pytest.mark.docker
 
@@ -127,10 +127,8 @@ def test_readme_quickstart_runs_through_compose(
         assert published and float(published[0]["value"][1]) > 0, published
         rabbit = _prometheus(env["MQBED_PROMETHEUS_PORT"], 'up{job="rabbitmq"}')
         assert rabbit and rabbit[0]["value"][1] == "1", rabbit
-        TIMINGS.append(("compose quickstart: up -d", f"{t_up:.1f} s"))
-        TIMINGS.append(
-            ("compose quickstart: up -d + run (8 s scenario, predict)", f"{t_total:.1f} s")
-        )
+        timing("compose quickstart: up -d", f"{t_up:.1f} s")
+        timing("compose quickstart: up -d + run (8 s scenario, predict)", f"{t_total:.1f} s")
     finally:
         down = compose_v2.run(
             *base, "--profile", "run", "down", "-v", "-t", "10", timeout=120, cwd=COMPOSE_DIR

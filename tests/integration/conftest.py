@@ -22,15 +22,16 @@ import pytest
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.exceptions import MqbedError
+from tests.conftest import summary_line
 
-STARTUP_TIMES: list[tuple[str, str, float]] = []
-"""(testbed label, node name, seconds from launch to healthy) of every start in this session."""
+STARTUP_SECTION = "broker start-up (launch → healthy)"
 
 
 def record_startup(label: str, backend: LocalBackend, names: list[str]) -> None:
-    """Remember `backend`'s latest start-up times of nodes `names` for the terminal summary."""
+    """Put `backend`'s latest start-up times of nodes `names` in the terminal summary."""
     for name in names:
-        STARTUP_TIMES.append((label, name, backend.startup_seconds[name]))
+        seconds = backend.startup_seconds[name]
+        summary_line(STARTUP_SECTION, f"{label:>14}  {name:<10} {seconds:6.2f} s")
 
 
 def start_or_fail(
@@ -85,11 +86,3 @@ def fresh_backend(tmp_path: Path) -> Iterator[Callable[[str], LocalBackend]]:
             errors.append(f"{backend.home}: {exc}")
     if errors:
         pytest.fail("teardown could not stop brokers: " + "; ".join(errors), pytrace=False)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not STARTUP_TIMES:
-        return
-    terminalreporter.section("broker start-up (launch → healthy)")
-    for label, name, seconds in STARTUP_TIMES:
-        terminalreporter.write_line(f"{label:>12}  {name:<10} {seconds:6.2f} s")

@@ -45,7 +45,7 @@ def test_ctrl_c_leaves_a_readable_run_and_no_process(tmp_path: Path) -> None:
         name: interrupted
         duration: 120s
         topology: {queues: [{name: q}]}
-        producers: [{name: p, queue: q, arrival: {kind: poisson, rate: 200/s}}]
+        producers: [{name: p, queue: q, arrival: {kind: poisson, rate: 1000/s}}]
         consumers: [{name: c, queue: q}]
         """)
     )

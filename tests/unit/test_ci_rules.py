@@ -23,3 +23,37 @@ def test_skip_fails_under_ci(tmp_path: Path) -> None:
     local = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert "1 skipped" in local.stdout
+
+
+def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
+    """``make test`` runs tests/docker as one xdist group (one dockerd, one image build): the
+    installed pytest and pytest-xdist must honour a group mark added at collection (pytest 9.2
+    silently stopped that: pytest-xdist#1386)."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        if 'grouped' in item.name:\n"
+        "            item.add_marker(pytest.mark.xdist_group('docker'))\n"
+    )
+    (tmp_path / "test_g.py").write_text(
+        "import os, time, pytest\n\n"
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_grouped(i):\n"
+        "    time.sleep(0.2)\n"
+        "    with open(os.path.join(os.environ['OUT'], f'w{i}'), 'w') as f:\n"
+        "        f.write(os.environ['PYTEST_XDIST_WORKER'])\n\n"
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_free(i):\n"
+        "    time.sleep(0.2)\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                          "--dist", "loadgroup", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "OUT": str(out)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    workers = {(out / f"w{i}").read_text() for i in range(6)}
+    assert len(workers) == 1, f"the group ran on {sorted(workers)}"

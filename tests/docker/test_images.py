@@ -27,7 +27,7 @@ def test_images_are_cached_by_content(offline_images: dict[str, str], docker_cli
         assert ref == image_ref(name)
         t0 = time.monotonic()
         assert ensure_image(name, docker_client) == ref  # present: no build
-        assert time.monotonic() - t0 < 5.0
+        assert time.monotonic() - t0 < 20.0  # a build takes minutes
         image = docker_client.images.get(ref)
         labels = image.attrs["Config"]["Labels"]
         assert labels["org.mqbed.image"] == name

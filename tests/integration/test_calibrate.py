@@ -42,7 +42,6 @@ def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
         "base", "prefetch1", "confirms", "confirms_transient"
     }  # fmt: skip
     assert len(side["routing"]) == 2 and side["queue_service"] and side["memory"]
-    assert took < 90, f"quick calibration took {took:.0f} s"
     return took
 
 

@@ -138,7 +138,9 @@ def test_latency_is_added_per_chunk_from_its_arrival() -> None:
     out, _ = run_toxic({"type": "latency", "attributes": {"latency": 30}}, [b"a", b"b", b"c"])
     delays = [emit - arrived for arrived, emit, _ in out]
     assert [d for _, _, d in out] == [b"a", b"b", b"c"]
-    assert all(0.029 <= d < 0.045 for d in delays), delays
+    # each chunk 30 ms after its own arrival, not after the previous one's (that gives 30/60/90);
+    # the slack above is for a loaded machine (the suite runs in two workers on 2 cores)
+    assert all(0.029 <= d < 0.058 for d in delays), delays
 
 
 def test_bandwidth_paces_bytes() -> None:
@@ -147,7 +149,7 @@ def test_bandwidth_paces_bytes() -> None:
     start = out[0][0]
     elapsed = out[-1][1] - start
     assert sum(len(d) for _, _, d in out) == 20_000
-    assert 0.195 <= elapsed < 0.26, elapsed
+    assert 0.195 <= elapsed < 0.3, elapsed
 
 
 def test_slicer_cuts_into_pieces_of_average_size() -> None:

@@ -229,7 +229,10 @@ def _target(r: dict[str, Any]) -> str:
     t = r.get("target")
     if t is None:
         return "in CI"
-    return f"r ≥ {t:g}" if r.get("target_kind") == "pearson_r" else f"±{100 * t:g} %"
+    kind = r.get("target_kind")
+    if kind == "pearson_r":
+        return f"r ≥ {t:g}"
+    return f"±{t:g} msg" if kind == "abs_error_msgs" else f"±{100 * t:g} %"
 
 
 def _markdown(doc: dict[str, Any]) -> str:

@@ -26,9 +26,11 @@ Per metric and queue (``queue: null`` is the whole run; ``analysis/windows.parqu
   across-window Pearson r of queue depth ≥ ``accuracy.queue_depth_pearson_r`` (when either
   series is constant r is undefined and the check falls back to the measured interval), in a
   stable one ``|rel_error| ≤ accuracy.queue_depth_mean`` (the windows' depths are independent
-  noise there, r ≈ 0 whatever the model); for ``losses``/``duplicates`` "inside the
-  measured interval". ``target_kind`` says which; ``inside_measured_ci`` is reported for all.
-  Null without a prediction.
+  noise there, r ≈ 0 whatever the model) — unless the measured mean is below one message: a
+  relative error of a near-empty queue's depth (0.01 vs 0.03 msgs) says nothing, so there
+  ``|predicted − measured| ≤ 1`` message (``target_kind: "abs_error_msgs"``, ``target: 1``);
+  for ``losses``/``duplicates`` "inside the measured interval". ``target_kind`` says which;
+  ``inside_measured_ci`` is reported for all. Null without a prediction.
 
 ``windows``: ``mape`` is the MAPE (a fraction) of the whole run's per-window throughput
 (``ack_rate``), ``pearson_r`` the Pearson r of its per-window queue depth; ``series`` has both
@@ -207,6 +209,10 @@ def _entry(inp: SummaryInputs, metric: str, queue: str) -> dict[str, Any] | None
     return entry
 
 
+NEAR_EMPTY_MSGS = 1.0
+"""Below this measured mean depth a stable queue is judged by absolute error (messages)."""
+
+
 def _judge(inp: SummaryInputs, metric: str, queue: str, e: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if metric in TARGETS:
@@ -223,9 +229,15 @@ def _judge(inp: SummaryInputs, metric: str, queue: str, e: dict[str, Any]) -> di
         out["pearson_r"] = r
         target = inp.targets.get("queue_depth_pearson_r")
         mean_target = inp.targets.get("queue_depth_mean")
+        known = inp.has_prediction and e["measured"] is not None and e["predicted"] is not None
+        if not inp.overload and e["measured"] is not None and e["measured"] < NEAR_EMPTY_MSGS:
+            out.update(target=NEAR_EMPTY_MSGS, target_kind="abs_error_msgs")
+            if known:
+                out["within_target"] = bool(abs(e["predicted"] - e["measured"]) <= NEAR_EMPTY_MSGS)
+            return out
         if not inp.overload and mean_target is not None:
             out.update(target=mean_target, target_kind="abs_rel_error")
-            if inp.has_prediction and e["measured"] is not None and e["predicted"] is not None:
+            if known:
                 err = e["rel_error"]
                 out["within_target"] = bool(err is not None and abs(err) <= mean_target)
             return out

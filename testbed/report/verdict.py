@@ -77,6 +77,8 @@ def _criterion(e: dict[str, Any]) -> str:
     kind, target = e.get("target_kind"), e.get("target")
     if kind == "abs_rel_error" and target is not None:
         return f"error within ±{target:.0%}"
+    if kind == "abs_error_msgs" and target is not None:
+        return f"near-empty queue: within ±{target:g} msg"
     if kind == "pearson_r" and target is not None:
         r = e.get("pearson_r")
         shown = f"window r = {r:.2f} " if r is not None else "window r "
@@ -88,6 +90,8 @@ def _rule(e: dict[str, Any]) -> str:
     kind, target = e.get("target_kind"), e.get("target")
     if kind == "abs_rel_error" and target is not None:
         return f"±{target:.0%}"
+    if kind == "abs_error_msgs" and target is not None:
+        return f"±{target:g} msg"
     if kind == "pearson_r" and target is not None:
         r = e.get("pearson_r")
         return f"r {r:.2f}≥{target:.2f}" if r is not None else f"r≥{target:.2f}"

@@ -64,6 +64,10 @@ def test_verdict_rows_format_units_and_marks() -> None:
     assert (second.queue, second.measured, second.mark) == ("q1", "1,234 msg/s", "–")
     assert [r.metric for r in verdict_rows(summary, overall_only=True)] == ["latency_p95_s"]
     assert fmt_value(None, "losses") == "–"
+    near = {"metric": "queue_depth_mean", "queue": None, "measured": 0.01, "predicted": 0.03,
+            "rel_error": 2.0, "within_target": True, "target": 1.0, "target_kind": "abs_error_msgs"}  # fmt: skip
+    (row,) = verdict_rows({"metrics": [near]})
+    assert (row.criterion, row.rule, row.mark) == ("near-empty queue: within ±1 msg", "±1 msg", "✓")
 
 
 def _summary(throughput: float, depth: float, p95: float) -> dict[str, Any]:

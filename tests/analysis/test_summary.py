@@ -161,3 +161,19 @@ def test_constant_depth_falls_back_to_the_measured_interval() -> None:
     assert depth["target_kind"] == "inside_measured_ci"
     assert depth["within_target"] is False  # 1.2 is far below the measured 2–3 interval
     assert doc["windows"]["pearson_r"] is None
+
+
+def test_near_empty_stable_queue_is_judged_within_one_message() -> None:
+    """SPECjms-like light load: 0.01 vs 0.03 msgs is 200 % off and says nothing; a near-empty
+    queue (measured mean < 1 msg) passes within one message and fails beyond it."""
+    near = {"throughput_msg_s": [100.0, 100.0, 100.0], "queue_depth_mean": [0.01, 0.012, 0.008]}
+    doc = build_summary(_inputs(near, {**PREDICTED, "queue_depth_mean": [0.03, 0.02, 0.04]}))
+    depth = _entry(doc, "queue_depth_mean")
+    assert depth["rel_error"] == pytest.approx(2.0)
+    assert depth["target_kind"] == "abs_error_msgs" and depth["target"] == 1.0
+    assert depth["within_target"] is True
+    far = build_summary(_inputs(near, {**PREDICTED, "queue_depth_mean": [1.5, 1.6, 1.4]}))
+    assert _entry(far, "queue_depth_mean")["within_target"] is False
+    # an overload scenario keeps the window-r rule whatever the mean
+    over = build_summary(_inputs(near, PREDICTED, overload=True))
+    assert _entry(over, "queue_depth_mean")["target_kind"] == "pearson_r"

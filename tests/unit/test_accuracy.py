@@ -49,6 +49,10 @@ def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
                  "measured_ci": [0.02, 0.03], "predicted": 0.02, "rel_error": -0.2,
                  "target": 0.25, "target_kind": "abs_rel_error", "within_target": True,
                  "inside_measured_ci": True},
+                {"metric": "queue_depth_mean", "queue": None, "measured": 0.01,
+                 "measured_ci": [0.0, 0.02], "predicted": 0.03, "rel_error": 2.0,
+                 "target": 1.0, "target_kind": "abs_error_msgs", "within_target": True,
+                 "inside_measured_ci": False},
             ],
             "checks": [{"check": "fan-out latency mean", "target": 0.15, "value": 0.4,
                         "ok": False, "note": ""}],
@@ -57,6 +61,7 @@ def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
     md = _markdown(doc)
     assert "| throughput_msg_s | all | 200 | 198–202 | 199 | -0.5 % | ±5 % | ✓ | ✓ |" in md
     assert "| latency_p95_s | all | 25 ms | 20 ms–30 ms | 20 ms | -20.0 % | ±25 % |" in md
+    assert "| ±1 msg | ✓ |" in md
     assert "**fan-out latency mean**: 0.4 (target 0.15) ✗" in md
     assert "**Failed:** RuntimeError('boom')" in md and "vm, 2 CPUs, 24 GiB" in md
 

@@ -21,6 +21,7 @@ import resource
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ from testbed.core.records import RecordWriter, merge_parts  # noqa: E402
 from testbed.run import run_scenario  # noqa: E402
 
 _T0 = time.monotonic()
+BROKER_MEMORY_MB = 1024
+"""ActiveMQ's memory limit (RabbitMQ's watermark) for the benchmark's own brokers: the generator
+loops write ~10^5 messages with no consumer, and at the default 256 MB ActiveMQ's producer flow
+control stopped them — it measured the broker's memory limit, not the generator."""
 
 
 def _step(what: str) -> None:
@@ -115,15 +120,25 @@ def bare_stomp(home: Path, seconds: float) -> float:
     conn.connect(ep.username, ep.password, wait=True)
     body = b"m" * 200
     dest = "/queue/bench-bare"
-    n = 0
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for _ in range(100):
-            conn.send(dest, body, headers={"persistent": "false"})
-        n += 100
-    rate = n / seconds
+    sent = [0]
+
+    def loop() -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(100):
+                conn.send(dest, body, headers={"persistent": "false"})
+            sent[0] += 100
+
+    # stomp.py's send blocks for as long as ActiveMQ's producer flow control holds it (memory
+    # limit full, no consumer): never wait on it unbounded
+    sender = threading.Thread(target=loop, daemon=True)
+    sender.start()
+    sender.join(seconds + 30)
+    if sender.is_alive():
+        sys.exit(f"bare stomp.py loop blocked after {sent[0]} messages: ActiveMQ's producer flow "
+                 f"control (memory limit {BROKER_MEMORY_MB} MB full)")
     conn.disconnect()
-    return rate
+    return sent[0] / seconds
 
 
 def generator(home: Path, out: Path, seconds: int, kind: str = "rabbitmq") -> dict[str, Any]:
@@ -196,7 +211,7 @@ def main() -> None:
         started = args.home is None
         if started:
             _step("starting RabbitMQ and ActiveMQ")
-            backend.up(["rabbitmq", "activemq"], detach=False)
+            backend.up(["rabbitmq", "activemq"], detach=False, memory_limit_mb=BROKER_MEMORY_MB)
         elif {e.kind for e in backend.endpoints()} != {"rabbitmq", "activemq"}:
             sys.exit(f"--home {args.home}: needs a running RabbitMQ and ActiveMQ (mqbed up)")
         home = backend.home

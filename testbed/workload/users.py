@@ -14,193 +14,32 @@ from __future__ import annotations
 
 __all__ = ["build_user_classes", "ProducerUser", "ConsumerUser", "LocustStatsListener"]
 
-import hashlib
-import itertools
 import logging
-import os
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-from locust import User, events, task
+from locust import User, task
 from locust.exception import StopUser
 
-from testbed.backends.base import BrokerEndpoint
 from testbed.brokers import make_adapter
 from testbed.core.scenario import Scenario
-from testbed.core.scenario_loader import load_scenario
-from testbed.observe.exporter import exporter_from_env
-from testbed.workload.config import RunClock, WorkerConfig
 from testbed.workload.consumer import ConsumerLoop
-from testbed.workload.crashes import ClientCrash, plan_crashes, run_crash_plan
+from testbed.workload.crashes import ClientCrash
+from testbed.workload.process import (
+    LocustStatsListener,
+    Process,
+    current_process,
+    process_state,
+)
 from testbed.workload.producer import ProducerLoop
-from testbed.workload.recorder import Recorder
-from testbed.workload.scaling import CONTROL_KEY, AliasRouter, ScaleControl, slot_count
+from testbed.workload.scaling import AliasRouter, slot_count
 from testbed.workload.topology import declarations
 
 log = logging.getLogger(__name__)
 
 
-class LocustStatsListener:
-    """Feeds Locust's own statistics from the recorder (never the other way round)."""
-
-    def __init__(self, environment: Any):
-        self.environment = environment
-
-    def on_message(
-        self, flow: str, queue: str, size: int, t_publish: float, t_confirm: float | None, ok: bool
-    ) -> None:
-        if ok and (t_confirm is None or t_publish is None or t_confirm == t_publish):
-            return  # no publisher confirm: nothing to time (the send itself is in our records)
-        rt = (t_confirm - t_publish) * 1000.0 if t_confirm is not None and t_publish else 0.0
-        self.environment.events.request.fire(
-            request_type="publish",
-            name=flow,
-            response_time=rt,
-            response_length=size,
-            exception=None if ok else RuntimeError("publish not confirmed"),
-            context={},
-        )
-
-    def on_delivery(
-        self, queue: str, consumer: str, outcome: str, latency_s: float | None, size: int
-    ) -> None:
-        if outcome in ("timed_out", "dead_lettered", "nacked", "dropped", "crashed"):
-            exc: Exception | None = RuntimeError(outcome)
-        else:
-            exc = None
-        self.environment.events.request.fire(
-            request_type="consume",
-            name=queue,
-            response_time=(latency_s or 0.0) * 1000.0,
-            response_length=size,
-            exception=exc,
-            context={},
-        )
-
-    def on_event(self, t: float, kind: str, target: str, detail: dict[str, Any]) -> None:
-        return None
-
-
-@dataclass
-class _Process:
-    """What every user in this Locust process shares."""
-
-    config: WorkerConfig
-    scenario: Scenario
-    clock: RunClock
-    recorder: Recorder
-    worker_index: int
-    counters: dict[str, itertools.count[int]] = field(default_factory=dict)
-    stopping: bool = False
-    """Set when Locust begins to stop: consumer loops return, users end promptly."""
-    live: dict[str, list[Any]] = field(default_factory=dict)
-    """Running instances per group (crash targets), ordered by index."""
-    crash_greenlet: Any = None
-    control: ScaleControl | None = None
-    """Live autoscaling: the control file the control process writes (None: no scaling)."""
-
-    def register(self, user: Any) -> None:
-        group = self.live.setdefault(user.group_name, [])
-        group.append(user)
-        group.sort(key=lambda u: u.index)
-        if self.crash_greenlet is None and any(
-            f.kind in ("consumer_crash", "producer_crash", "stochastic")
-            for f in self.scenario.faults
-        ):
-            import gevent
-
-            counts = {c.name: c.count for c in self.scenario.consumers}
-            counts.update({p.name: p.count for p in self.scenario.producers})
-            plans = plan_crashes(
-                self.scenario,
-                self.config.seed + self.worker_index,
-                counts,
-                self.config.stop_producers_at,
-            )
-            self.crash_greenlet = gevent.spawn(
-                run_crash_plan,
-                plans,
-                self.clock.now,
-                lambda g: list(self.live.get(g, [])),
-                lambda u, exc: u._greenlet.kill(exc, block=False),
-                self.recorder.event,
-            )
-
-    def unregister(self, user: Any) -> None:
-        group = self.live.get(user.group_name, [])
-        if user in group:
-            group.remove(user)
-
-    def next_index(self, group: str) -> int:
-        return next(self.counters.setdefault(group, itertools.count()))
-
-    def rng(self, kind: int, group_index: int, instance: int) -> np.random.Generator:
-        seq = np.random.SeedSequence(
-            [
-                self.config.seed,
-                self.config.replication,
-                kind,
-                group_index,
-                instance,
-                self.worker_index,
-            ]
-        )
-        return np.random.default_rng(seq)
-
-    def endpoint(self, consumer: bool) -> BrokerEndpoint:
-        data = (
-            self.config.consumer_endpoint
-            if consumer and self.config.consumer_endpoint
-            else self.config.endpoint
-        )
-        return BrokerEndpoint.from_json(data)
-
-
-_PROCESS: _Process | None = None
 RECONNECT_LIMIT = 300.0
 """Seconds a client keeps trying to reconnect after losing the broker before it gives up."""
-
-
-def process_state(environment: Any | None = None) -> _Process:
-    global _PROCESS
-    if _PROCESS is None:
-        config = WorkerConfig.from_env()
-        scenario = load_scenario(config.scenario_file)
-        worker_index = int(os.environ.get("MQBED_WORKER_INDEX", "0"))
-        listeners = [LocustStatsListener(environment)] if environment is not None else []
-        token = hashlib.sha1(f"{config.run_id}:{config.t0_ns}".encode()).hexdigest()[:6]
-        recorder = Recorder(
-            Path(config.measured_dir),
-            f"w{worker_index}-{os.getpid()}",
-            config.replication,
-            scenario.recording.batch_rows,
-            listeners,
-            id_prefix=f"{token}.r{config.replication}.",
-        )
-        _PROCESS = _Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
-        if config.extra.get(CONTROL_KEY):
-            _PROCESS.control = ScaleControl(config.extra[CONTROL_KEY])
-        # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
-        # which must find _PROCESS set instead of making a second recorder.
-        exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
-        if exporter is not None:
-            recorder.listeners.append(exporter)
-
-        @events.test_stopping.add_listener
-        def _stopping(**_: Any) -> None:
-            if _PROCESS is not None:
-                _PROCESS.stopping = True
-
-        @events.quitting.add_listener
-        def _flush(**_: Any) -> None:
-            recorder.close()
-            if exporter is not None:
-                exporter.close()
-
-    return _PROCESS
 
 
 class _MqbedUser(User):
@@ -230,7 +69,7 @@ class _MqbedUser(User):
         adapter.declare(declarations(st.scenario))
         return adapter
 
-    def _make_loop(self, st: _Process) -> Any:
+    def _make_loop(self, st: Process) -> Any:
         raise NotImplementedError
 
     def on_start(self) -> None:
@@ -295,10 +134,10 @@ class _MqbedUser(User):
                 continue
             raise StopUser()
 
-    def _run(self, st: _Process, resume_at: float) -> None:
+    def _run(self, st: Process, resume_at: float) -> None:
         self.loop.run(resume_at) if self.kind == 0 else self.loop.run()
 
-    def _reconnect(self, st: _Process) -> bool:
+    def _reconnect(self, st: Process) -> bool:
         """Bounded exponential backoff (0.1 s doubling to 2 s) until connected, the run stops,
         or `RECONNECT_LIMIT` seconds pass. False if it gave up."""
         deadline = time.monotonic() + RECONNECT_LIMIT
@@ -330,8 +169,9 @@ class _MqbedUser(User):
                 adapter.close()
             except Exception:  # closing a broken connection must not hide the run's data
                 log.debug("adapter close failed", exc_info=True)
-        if _PROCESS is not None:
-            _PROCESS.recorder.flush()
+        state = current_process()
+        if state is not None:
+            state.recorder.flush()
 
 
 class ProducerUser(_MqbedUser):
@@ -340,7 +180,7 @@ class ProducerUser(_MqbedUser):
     abstract = True
     kind = 0
 
-    def _make_loop(self, st: _Process) -> ProducerLoop:
+    def _make_loop(self, st: Process) -> ProducerLoop:
         spec = st.scenario.producers[self.group_index]
         return ProducerLoop(
             spec,
@@ -354,7 +194,7 @@ class ProducerUser(_MqbedUser):
             router=self._router(st, spec.queue),
         )
 
-    def _router(self, st: _Process, queue: str | None) -> AliasRouter | None:
+    def _router(self, st: Process, queue: str | None) -> AliasRouter | None:
         """Elastic alias: each message goes to a member queue by the forwarding ratios."""
         if queue is None or st.control is None:
             return None
@@ -369,7 +209,7 @@ class ConsumerUser(_MqbedUser):
     abstract = True
     kind = 1
 
-    def _make_loop(self, st: _Process, queue: str | None = None) -> ConsumerLoop:
+    def _make_loop(self, st: Process, queue: str | None = None) -> ConsumerLoop:
         spec = st.scenario.consumers[self.group_index]
         should_stop = lambda: st.stopping  # noqa: E731
         if queue is not None:  # a scaled slot: runs while the control file lists it
@@ -386,10 +226,10 @@ class ConsumerUser(_MqbedUser):
             should_stop,
         )
 
-    def _slot_queue(self, st: _Process) -> str | None:
+    def _slot_queue(self, st: Process) -> str | None:
         return st.control.queue_of(self.group_name, self.index) if st.control else None
 
-    def _run(self, st: _Process, resume_at: float) -> None:
+    def _run(self, st: Process, resume_at: float) -> None:
         if st.control is None or slot_count(st.scenario, self.group_name) is None:
             self.loop.run()
             return

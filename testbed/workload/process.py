@@ -1,0 +1,192 @@
+"""What every Locust user in one process shares: the run's configuration and clock, the
+recorder (per-message records, Locust statistics, Prometheus exporter), per-group instance
+counters, seeded random generators, live instances (crash targets) and the autoscaling control.
+
+`process_state()` makes it once per Locust process, on the first user's start.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LocustStatsListener", "Process", "current_process", "process_state"]
+
+import hashlib
+import itertools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from locust import events
+
+from testbed.backends.base import BrokerEndpoint
+from testbed.core.scenario import Scenario
+from testbed.core.scenario_loader import load_scenario
+from testbed.observe.exporter import exporter_from_env
+from testbed.workload.config import RunClock, WorkerConfig
+from testbed.workload.crashes import plan_crashes, run_crash_plan
+from testbed.workload.recorder import Recorder
+from testbed.workload.scaling import CONTROL_KEY, ScaleControl
+
+
+class LocustStatsListener:
+    """Feeds Locust's own statistics from the recorder (never the other way round)."""
+
+    def __init__(self, environment: Any):
+        self.environment = environment
+
+    def on_message(
+        self, flow: str, queue: str, size: int, t_publish: float, t_confirm: float | None, ok: bool
+    ) -> None:
+        if ok and (t_confirm is None or t_publish is None or t_confirm == t_publish):
+            return  # no publisher confirm: nothing to time (the send itself is in our records)
+        rt = (t_confirm - t_publish) * 1000.0 if t_confirm is not None and t_publish else 0.0
+        self.environment.events.request.fire(
+            request_type="publish",
+            name=flow,
+            response_time=rt,
+            response_length=size,
+            exception=None if ok else RuntimeError("publish not confirmed"),
+            context={},
+        )
+
+    def on_delivery(
+        self, queue: str, consumer: str, outcome: str, latency_s: float | None, size: int
+    ) -> None:
+        if outcome in ("timed_out", "dead_lettered", "nacked", "dropped", "crashed"):
+            exc: Exception | None = RuntimeError(outcome)
+        else:
+            exc = None
+        self.environment.events.request.fire(
+            request_type="consume",
+            name=queue,
+            response_time=(latency_s or 0.0) * 1000.0,
+            response_length=size,
+            exception=exc,
+            context={},
+        )
+
+    def on_event(self, t: float, kind: str, target: str, detail: dict[str, Any]) -> None:
+        return None
+
+
+@dataclass
+class Process:
+    """What every user in this Locust process shares."""
+
+    config: WorkerConfig
+    scenario: Scenario
+    clock: RunClock
+    recorder: Recorder
+    worker_index: int
+    counters: dict[str, itertools.count[int]] = field(default_factory=dict)
+    stopping: bool = False
+    """Set when Locust begins to stop: consumer loops return, users end promptly."""
+    live: dict[str, list[Any]] = field(default_factory=dict)
+    """Running instances per group (crash targets), ordered by index."""
+    crash_greenlet: Any = None
+    control: ScaleControl | None = None
+    """Live autoscaling: the control file the control process writes (None: no scaling)."""
+
+    def register(self, user: Any) -> None:
+        group = self.live.setdefault(user.group_name, [])
+        group.append(user)
+        group.sort(key=lambda u: u.index)
+        if self.crash_greenlet is None and any(
+            f.kind in ("consumer_crash", "producer_crash", "stochastic")
+            for f in self.scenario.faults
+        ):
+            import gevent
+
+            counts = {c.name: c.count for c in self.scenario.consumers}
+            counts.update({p.name: p.count for p in self.scenario.producers})
+            plans = plan_crashes(
+                self.scenario,
+                self.config.seed + self.worker_index,
+                counts,
+                self.config.stop_producers_at,
+            )
+            self.crash_greenlet = gevent.spawn(
+                run_crash_plan,
+                plans,
+                self.clock.now,
+                lambda g: list(self.live.get(g, [])),
+                lambda u, exc: u._greenlet.kill(exc, block=False),
+                self.recorder.event,
+            )
+
+    def unregister(self, user: Any) -> None:
+        group = self.live.get(user.group_name, [])
+        if user in group:
+            group.remove(user)
+
+    def next_index(self, group: str) -> int:
+        return next(self.counters.setdefault(group, itertools.count()))
+
+    def rng(self, kind: int, group_index: int, instance: int) -> np.random.Generator:
+        seq = np.random.SeedSequence(
+            [
+                self.config.seed,
+                self.config.replication,
+                kind,
+                group_index,
+                instance,
+                self.worker_index,
+            ]
+        )
+        return np.random.default_rng(seq)
+
+    def endpoint(self, consumer: bool) -> BrokerEndpoint:
+        data = (
+            self.config.consumer_endpoint
+            if consumer and self.config.consumer_endpoint
+            else self.config.endpoint
+        )
+        return BrokerEndpoint.from_json(data)
+
+
+_STATE: Process | None = None
+
+
+def current_process() -> Process | None:
+    """This process's shared state if a user has started, else None (never creates it)."""
+    return _STATE
+
+
+def process_state(environment: Any | None = None) -> Process:
+    global _STATE
+    if _STATE is None:
+        config = WorkerConfig.from_env()
+        scenario = load_scenario(config.scenario_file)
+        worker_index = int(os.environ.get("MQBED_WORKER_INDEX", "0"))
+        listeners = [LocustStatsListener(environment)] if environment is not None else []
+        token = hashlib.sha1(f"{config.run_id}:{config.t0_ns}".encode()).hexdigest()[:6]
+        recorder = Recorder(
+            Path(config.measured_dir),
+            f"w{worker_index}-{os.getpid()}",
+            config.replication,
+            scenario.recording.batch_rows,
+            listeners,
+            id_prefix=f"{token}.r{config.replication}.",
+        )
+        _STATE = Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
+        if config.extra.get(CONTROL_KEY):
+            _STATE.control = ScaleControl(config.extra[CONTROL_KEY])
+        # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
+        # which must find _STATE set instead of making a second recorder.
+        exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
+        if exporter is not None:
+            recorder.listeners.append(exporter)
+
+        @events.test_stopping.add_listener
+        def _stopping(**_: Any) -> None:
+            if _STATE is not None:
+                _STATE.stopping = True
+
+        @events.quitting.add_listener
+        def _flush(**_: Any) -> None:
+            recorder.close()
+            if exporter is not None:
+                exporter.close()
+
+    return _STATE

@@ -12,10 +12,15 @@ from testbed.cli import app
 
 # One xdist worker runs both, one after the other: each loads the machine on purpose (saturating
 # client loops, Spark) and together they would slow each other ~3x.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("bench")]
+# ~2-2.5 min each beside the other worker; a stuck benchmark is stopped at 240 s and reported.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("bench"),
+    pytest.mark.timeout(600),
+]
 
 
-@pytest.mark.timeout(600)  # ~2 min here; a stuck benchmark is stopped at 240 s and reported
 def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
     out = tmp_path / "performance.md"
     result = CliRunner().invoke(app, ["bench", "--quick", "--out", str(out)])

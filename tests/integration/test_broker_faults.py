@@ -107,6 +107,10 @@ def test_kill_keeps_every_confirmed_persistent_message_and_loses_transient_ones(
     assert 0 < len(confirmed) <= sent
 
     faults.start(ep.name)
+    b = make_adapter(ep)
+    b.connect()
+    b.declare([QueueDecl("durable-q", durable=True)])  # as clients do on reconnect (#4563)
+    b.close()
     delivered = set(drain_all(ep, "durable-q"))
     lost = confirmed - delivered
     assert not lost, f"{len(lost)} confirmed messages lost, e.g. {sorted(lost)[:5]}"

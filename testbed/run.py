@@ -45,9 +45,13 @@ from testbed.workload.scaling import CONTROL_KEY, user_count
 from testbed.workload.topology import all_queue_names, declarations, purge
 
 STARTUP_MARGIN = 5.0
+"""Seconds between launching Locust and t=0, for processes to import (~2 s) and connect.
+
+The topology is declared before that, so a fault at t=0 comes ≥ 5 s after the declaration:
+RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed within ~2 s of
+its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
 EXTERNAL_MARGIN = 10.0
 """Extra seconds before t=0 for external workers to see the run and connect."""
-"""Seconds between launching Locust and t=0, for processes to import (~2 s) and connect."""
 SORT_KEYS = {"messages": "t_publish", "deliveries": "t_deliver", "timeseries": "t", "events": "t"}
 
 

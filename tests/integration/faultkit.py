@@ -11,6 +11,18 @@ from testbed.brokers import make_adapter
 
 AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
 
+DURABLE_SETTLE_S = 3.0
+"""Seconds between declaring a durable RabbitMQ queue and SIGKILLing the broker in a test.
+
+RabbitMQ 3.10.8 / Erlang 25 commits a durable-queue declaration as a two-phase mnesia
+transaction (ram `rabbit_queue` + disc `rabbit_durable_queue`): the `presume_abort` commit
+record reaches LATEST.LOG at once, its `committed` decision record only with mnesia's next
+log flush. Killed in between, the node restarts with "Recovering 0 queues" and the queue is
+gone with its confirmed persistent messages (seen in CI under load; reproduced: 2 of 8 fresh
+brokers lost it when killed at once, 1 of 10 at 0.5 s, 0 of 10 at 2.5 s, with both cores and
+the disk busy; the lost run's LATEST.LOG held the commit record without its decision). Real
+topologies are declared long before a crash, and `mqbed run` declares ≥ 5 s before t=0."""
+
 
 class Drainer(threading.Thread):
     """A consumer in its own thread (pika wants one owner): (t_receive, t_publish, size) rows."""

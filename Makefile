@@ -32,6 +32,7 @@ run: setup
 
 lint: venv
 	$(BIN)/ruff check testbed emulator workloads tests
+	$(BIN)/ruff format --check testbed emulator workloads tests
 	$(BIN)/mypy
 
 test: setup lint

@@ -64,8 +64,12 @@ _SHORT = {"duration": "12s", "warmup": "2s"}
 CASES: tuple[AccuracyCase, ...] = (
     AccuracyCase("quickstart", "quickstart.yaml", quick=_SHORT),
     AccuracyCase("fan-out 1→10", "fanout-1to10.yaml", ("fanout",), quick=_SHORT),
-    AccuracyCase("SPECjms2007 interaction 1", "specjms2007-interaction1.yaml", ("per_type",),
-                 quick={"duration": "20s", "warmup": "2s"}),  # fmt: skip
+    AccuracyCase(
+        "SPECjms2007 interaction 1",
+        "specjms2007-interaction1.yaml",
+        ("per_type",),
+        quick={"duration": "20s", "warmup": "2s"},
+    ),  # fmt: skip
     AccuracyCase("SPECjms2007 interaction 3", "specjms2007-interaction3.yaml", quick=_SHORT),
     AccuracyCase("visibility timeout, p=0.1", "vt-retries-p0.1.yaml", quick=_SHORT),
     AccuracyCase("visibility timeout, p=0.2", "vt-retries-p0.2.yaml", quick=_SHORT),

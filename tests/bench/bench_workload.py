@@ -60,12 +60,16 @@ def _rss_bytes() -> int:
 def _run(home: Path, out: Path, text: str) -> Path:
     f = out / "scenario.yaml"
     f.write_text(textwrap.dedent(text))
-    return run_scenario(f, home=home, out_dir=out / "runs", predict=False,
-                        console=Console(stderr=True, quiet=True)).run_dir
+    return run_scenario(
+        f, home=home, out_dir=out / "runs", predict=False, console=Console(stderr=True, quiet=True)
+    ).run_dir
 
 
 def rate_fidelity(home: Path, out: Path, seconds: int) -> dict[str, Any]:
-    run_dir = _run(home, out, f"""
+    run_dir = _run(
+        home,
+        out,
+        f"""
         name: bench-rate
         duration: {seconds + 2}s
         warmup: 2s
@@ -73,7 +77,8 @@ def rate_fidelity(home: Path, out: Path, seconds: int) -> dict[str, Any]:
         topology: {{queues: [{{name: rate}}]}}
         producers: [{{name: p, queue: rate, arrival: {{kind: poisson, rate: 1000/s}}, size: 200B}}]
         consumers: [{{name: c, queue: rate, count: 1, prefetch: 200, ack: auto}}]
-        """)
+        """,
+    )
     m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
     load = m[(m.t_intended >= 2.0) & (m.t_intended < seconds + 2.0)]
     sent_in_window = int(((m.t_publish >= 2.0) & (m.t_publish < seconds + 2.0)).sum())
@@ -84,9 +89,11 @@ def rate_fidelity(home: Path, out: Path, seconds: int) -> dict[str, Any]:
         "scheduled_msg_s": len(load) / seconds,
         "achieved_vs_target_pct": 100.0 * (sent_in_window / seconds / 1000.0 - 1.0),
         "achieved_vs_schedule_pct": 100.0 * (sent_in_window / max(1, len(load)) - 1.0),
-        "publish_delay_ms": {q: float(np.percentile(delay_ms, p)) for q, p in
-                             (("p50", 50), ("p99", 99), ("p999", 99.9))} | {
-            "max": float(delay_ms.max())},
+        "publish_delay_ms": {
+            q: float(np.percentile(delay_ms, p))
+            for q, p in (("p50", 50), ("p99", 99), ("p999", 99.9))
+        }
+        | {"max": float(delay_ms.max())},
         "run_dir": str(run_dir),
     }
 
@@ -95,8 +102,11 @@ def bare_pika(home: Path, seconds: float) -> float:
     import pika
 
     (ep,) = [e for e in LocalBackend(home).endpoints() if e.kind == "rabbitmq"]
-    conn = pika.BlockingConnection(pika.ConnectionParameters(
-        ep.host, ep.port, credentials=pika.PlainCredentials(ep.username, ep.password)))
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters(
+            ep.host, ep.port, credentials=pika.PlainCredentials(ep.username, ep.password)
+        )
+    )
     ch = conn.channel()
     ch.queue_declare("bench-bare", arguments={"x-max-length": 10000})
     body = b"m" * 200
@@ -135,8 +145,10 @@ def bare_stomp(home: Path, seconds: float) -> float:
     sender.start()
     sender.join(seconds + 30)
     if sender.is_alive():
-        sys.exit(f"bare stomp.py loop blocked after {sent[0]} messages: ActiveMQ's producer flow "
-                 f"control (memory limit {BROKER_MEMORY_MB} MB full)")
+        sys.exit(
+            f"bare stomp.py loop blocked after {sent[0]} messages: ActiveMQ's producer flow "
+            f"control (memory limit {BROKER_MEMORY_MB} MB full)"
+        )
     conn.disconnect()
     return sent[0] / seconds
 
@@ -146,7 +158,10 @@ def generator(home: Path, out: Path, seconds: int, kind: str = "rabbitmq") -> di
     # CPU). ActiveMQ has no max-length: both loops write a fresh queue for a few seconds, below
     # the broker's memory limit — past it producer flow control slows sendall() 2-4x.
     limit = ", max_length: 10000" if kind == "rabbitmq" else ""
-    run_dir = _run(home, out, f"""
+    run_dir = _run(
+        home,
+        out,
+        f"""
         name: bench-generator-{kind}
         broker: {{kind: {kind}}}
         duration: {seconds + 1}s
@@ -155,14 +170,19 @@ def generator(home: Path, out: Path, seconds: int, kind: str = "rabbitmq") -> di
         overload: true
         topology: {{queues: [{{name: gen, durable: false{limit}}}]}}
         producers: [{{name: p, queue: gen, arrival: {{kind: constant, rate: 1000000/s}}, size: 200B}}]
-        """)
+        """,
+    )
     m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
     window = m[(m.t_publish >= 1.0) & (m.t_publish < seconds + 1.0)]
     locust_rate = len(window) / seconds
     bare = bare_pika(home, seconds) if kind == "rabbitmq" else bare_stomp(home, seconds)
     client = "pika" if kind == "rabbitmq" else "stomp"
-    return {"locust_worker_msg_s": locust_rate, f"bare_{client}_msg_s": bare,
-            "ratio": locust_rate / bare, "target_ratio": 0.7}
+    return {
+        "locust_worker_msg_s": locust_rate,
+        f"bare_{client}_msg_s": bare,
+        "ratio": locust_rate / bare,
+        "target_ratio": 0.7,
+    }
 
 
 def startup(out: Path) -> dict[str, float]:
@@ -183,24 +203,42 @@ def recording(out: Path, rows: int = 1_000_000) -> dict[str, Any]:
     w = RecordWriter(out / "rec", "deliveries", "bench", batch_rows=5000)
     t0 = time.perf_counter()
     for i in range(rows):
-        w.append((f"tok.r0.p.0.0.{i}", "q", "c.0.0", 1, float(i), float(i) + 0.001, "acked",
-                  False, 0.0012, 0))
+        w.append(
+            (
+                f"tok.r0.p.0.0.{i}",
+                "q",
+                "c.0.0",
+                1,
+                float(i),
+                float(i) + 0.001,
+                "acked",
+                False,
+                0.0012,
+                0,
+            )
+        )
         if i % 50_000 == 0:
             peak = max(peak, _rss_bytes())
     w.close()
     append_s = time.perf_counter() - t0
     path = merge_parts(out / "rec", "deliveries")
     size = path.stat().st_size
-    return {"rows": rows, "append_us_per_row": 1e6 * append_s / rows,
-            "rss_growth_mb_while_running": (peak - before) / 1e6,
-            "disk_bytes_per_row": size / rows, "disk_mb_per_million": size / rows * 1e6 / 1e6,
-            "parquet_rows": pq.read_metadata(path).num_rows}
+    return {
+        "rows": rows,
+        "append_us_per_row": 1e6 * append_s / rows,
+        "rss_growth_mb_while_running": (peak - before) / 1e6,
+        "disk_bytes_per_row": size / rows,
+        "disk_mb_per_million": size / rows * 1e6 / 1e6,
+        "parquet_rows": pq.read_metadata(path).num_rows,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short runs (CI): machinery, not numbers")
-    ap.add_argument("--home", type=Path, help="testbed home with a running RabbitMQ (else one is started)")
+    ap.add_argument(
+        "--home", type=Path, help="testbed home with a running RabbitMQ (else one is started)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     # 60 s: a Poisson schedule's own count has sd 1/sqrt(60,000) = 0.4 % of the target there
@@ -227,7 +265,9 @@ def main() -> None:
             for name, step in steps.items():
                 _step(name)
                 results[name] = step()
-            results["peak_rss_mb_bench_process"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            results["peak_rss_mb_bench_process"] = (
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            )
             _step("done")
         finally:
             if started:

@@ -29,9 +29,19 @@ def test_external_worker_services_serve_a_run(
     rendezvous = runs / ".locust" / "current.json"
     services = [
         subprocess.Popen(
-            [sys.executable, "-m", "testbed.workload.worker_service", "--rendezvous",
-             str(rendezvous), "--once", "--max-idle", "120"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "testbed.workload.worker_service",
+                "--rendezvous",
+                str(rendezvous),
+                "--once",
+                "--max-idle",
+                "120",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )  # fmt: skip
         for _ in range(2)
     ]

@@ -227,7 +227,10 @@ def test_client_crashes_redeliver_and_restart(
     messages are redelivered, the producer's schedule has a one-second hole. The consumers are
     overloaded (2 × 40/s for 100/s offered) so the crashed one surely holds a full prefetch:
     with idle consumers whether it holds anything is a race with the schedule."""
-    run_dir = live(tmp_path, local_backend.home, f"""
+    run_dir = live(
+        tmp_path,
+        local_backend.home,
+        f"""
 name: crashes-{broker.kind}
 duration: 8s
 drain_timeout: 30s
@@ -241,11 +244,15 @@ consumers:
 faults:
   - {{kind: consumer_crash, at: 3s, target: c, count: 1, restart_after: 2s}}
   - {{kind: producer_crash, at: 4s, target: p, restart_after: 1s}}
-""")
+""",
+    )
     m, d, e, ledger = tables(run_dir)
     starts = e[e.kind == "fault_start"]
     ends = e[e.kind == "fault_end"]
-    assert sorted(json.loads(x)["kind"] for x in starts.detail) == ["consumer_crash", "producer_crash"]
+    assert sorted(json.loads(x)["kind"] for x in starts.detail) == [
+        "consumer_crash",
+        "producer_crash",
+    ]
     assert len(ends) == 2
     crash_t = starts[starts.detail.str.contains("consumer_crash")].t.iloc[0]
     assert abs(crash_t - 3.0) < 0.1

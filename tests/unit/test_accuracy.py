@@ -25,8 +25,13 @@ def test_ledger_check_is_exact() -> None:
 def test_per_type_check_takes_the_worst_type(tmp_path: Path) -> None:
     (tmp_path / "analysis").mkdir()
     pd.DataFrame(
-        [("measured", "a", 0.010), ("predicted", "a", 0.0105), ("predicted", "a", 0.0107),
-         ("measured", "b", 0.020), ("predicted", "b", 0.025)],  # fmt: skip
+        [
+            ("measured", "a", 0.010),
+            ("predicted", "a", 0.0105),
+            ("predicted", "a", 0.0107),
+            ("measured", "b", 0.020),
+            ("predicted", "b", 0.025),
+        ],  # fmt: skip
         columns=["source", "flow", "latency_p50_s"],
     ).to_parquet(tmp_path / "analysis" / "latency_by_type.parquet")
     check = _per_type_check(tmp_path)

@@ -15,13 +15,25 @@ def test_skip_fails_under_ci(tmp_path: Path) -> None:
         "import pytest\n\ndef test_needs_service():\n    pytest.skip('no broker')\n"
     )
     env = {**os.environ, "CI": "true"}
-    ci = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    ci = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert ci.returncode == 1, ci.stdout
     assert "1 failed" in ci.stdout and "counts as a failure: " in ci.stdout
     env["CI"] = "false"
-    local = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                           capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    local = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert "1 skipped" in local.stdout
 
 
@@ -50,10 +62,26 @@ def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
     )
     out = tmp_path / "out"
     out.mkdir()
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                          "--dist", "loadgroup", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                         env={**os.environ, "OUT": str(out)})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "OUT": str(out)},
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     workers = {(out / f"w{i}").read_text() for i in range(6)}
     assert len(workers) == 1, f"the group ran on {sorted(workers)}"

@@ -64,6 +64,8 @@ def replace(old: str, new: str) -> str:
     return BASE.replace(old, new, 1)
 
 
+# one case per entry reads better than one field per line
+# fmt: off
 CASES = [
     # (id, document, line, path, fragment)
     ("unknown top-level key", BASE + "durration: 5s\n", 26, "durration",
@@ -153,10 +155,12 @@ CASES = [
     ("steps not increasing", replace("{kind: poisson, rate: 10/s}", "{kind: steps, steps: [{at: 5s, rate: 1/s}, {at: 2s, rate: 3/s}]}"),
      19, "producers[0].arrival.steps", "step times must increase: 2s follows 5s"),
 ]
+# fmt: on
 
 
-@pytest.mark.parametrize(("doc", "line", "path", "fragment"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("doc", "line", "path", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_bad_input_is_located(doc: str, line: int, path: str, fragment: str) -> None:
     errs = errors(doc)
     assert errs, "expected an error"
@@ -192,8 +196,9 @@ def test_cli_validate_prints_located_errors_and_exits_2(tmp_path: Path) -> None:
     f.write_text(replace("kind: poisson", "kind: poison"))
     result = CliRunner().invoke(app, ["validate", str(f)])
     assert result.exit_code == 2
-    assert f"{f}:19: producers[0].arrival.kind: unknown kind 'poison' (did you mean 'poisson'?)" in (
-        result.output
+    assert (
+        f"{f}:19: producers[0].arrival.kind: unknown kind 'poison' (did you mean 'poisson'?)"
+        in (result.output)
     )
 
 

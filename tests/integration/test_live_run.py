@@ -20,6 +20,7 @@ from rich.console import Console
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.brokers import make_adapter
+from testbed.observe.stats import make_stats_poller
 from testbed.run import run_scenario
 
 pytestmark = pytest.mark.integration
@@ -53,6 +54,27 @@ def tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dic
     e = pq.read_table(run_dir / "measured" / "events.parquet").to_pandas()
     ledger = json.loads((run_dir / "measured" / "ledger.json").read_text())
     return m, d, e, ledger
+
+
+def explain_lost(run_dir: Path, broker: BrokerEndpoint) -> str:
+    """Where the confirmed-but-never-acked messages of a run went, for an assertion message:
+    their records, the run's events and every destination's depth on the broker now."""
+    m, d, e, _ = tables(run_dir)
+    lost = m[m.t_confirm.notna() & ~m.msg_id.isin(d[d.outcome == "acked"].msg_id)]
+    poller = make_stats_poller(broker)
+    try:
+        poll = poller.poll()
+    finally:
+        poller.close()
+    depths = {q: (s.ready, s.unacked, s.consumers) for q, s in poll.queues.items()}
+    return "\n".join(
+        [
+            f"lost (confirmed, never acked): {lost.to_dict('records')[:5]}",
+            f"their deliveries: {d[d.msg_id.isin(lost.msg_id)].to_dict('records')}",
+            f"events: {e[['t', 'kind', 'target', 'detail']].to_dict('records')}",
+            f"broker now (ready, unacked, consumers) per destination: {depths}",
+        ]
+    )
 
 
 @pytest.mark.parametrize("broker", BROKERS, indirect=True)
@@ -260,7 +282,7 @@ faults:
     # the crashed consumer held its 20 prefetched, unacked messages: they come back redelivered
     after = d[(d.t_deliver > crash_t) & d.redelivered]
     assert 15 <= len(after) <= 22, len(after)
-    assert ledger["lost"] == 0
+    assert ledger["lost"] == 0, explain_lost(run_dir, broker)  # seen once (=1, ActiveMQ) in CI
     # an ack written just before the crash can die with the connection: the broker redelivers
     # a message that was processed (at-least-once) — at most the crashed consumer's last acks
     assert ledger["duplicated"] <= 2

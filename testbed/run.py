@@ -25,7 +25,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.backends.provision import node_names, provisioned
 from testbed.brokers import make_adapter
-from testbed.core.records import Ledger, merge_parts, read_table
+from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
 from testbed.exceptions import ConfigurationError, MqbedError
@@ -35,7 +35,7 @@ from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.observe.environment import environment
 from testbed.observe.exporter import ExportingPoller, exporter_from_env
-from testbed.observe.ledger import compute_ledger, write_ledgers
+from testbed.observe.ledger import collect_side, user_errors
 from testbed.observe.stats import StatsPoller, make_stats_poller
 from testbed.observe.timeseries import TimeseriesSampler
 from testbed.workload.config import RunClock, WorkerConfig
@@ -52,7 +52,6 @@ RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed withi
 its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
 EXTERNAL_MARGIN = 10.0
 """Extra seconds before t=0 for external workers to see the run and connect."""
-SORT_KEYS = {"messages": "t_publish", "deliveries": "t_deliver", "timeseries": "t", "events": "t"}
 
 
 @dataclass
@@ -267,23 +266,6 @@ def _autoscaler(
     )
 
 
-def _collect(run_dir: Path, replications: int) -> list[Ledger]:
-    measured = run_dir / "measured"
-    for table, key in SORT_KEYS.items():
-        merge_parts(measured, table, sort_by=key)
-    messages = read_table(measured, "messages")
-    deliveries = read_table(measured, "deliveries")
-    ledgers = []
-    import pyarrow.compute as pc
-
-    for rep in range(replications):
-        m = messages.filter(pc.equal(messages.column("replication"), rep))
-        d = deliveries.filter(pc.equal(deliveries.column("replication"), rep))
-        ledgers.append(compute_ledger(m, d))
-    write_ledgers(measured, ledgers)
-    return ledgers
-
-
 def rendezvous_path(out_dir: Path) -> Path:
     """Where external Locust workers look for the current run."""
     env = os.environ.get("MQBED_LOCUST_RENDEZVOUS")
@@ -371,8 +353,8 @@ def run_scenario(
         env["interrupted"] = True
         raise
     finally:
-        result.ledgers = _collect(run_dir, reps)
-        errors = _user_errors(run_dir)
+        result.ledgers = collect_side(run_dir / "measured", reps)
+        errors = user_errors(run_dir / "measured")
         env["user_errors"] = errors
         env["broker"] = endpoint_info
         env["ended"] = datetime.now(UTC).isoformat()
@@ -388,18 +370,6 @@ def run_scenario(
     if predict:
         _predict(scenario, run_dir, reps, console, env)
     return result
-
-
-def _user_errors(run_dir: Path) -> list[dict[str, Any]]:
-    """`user_error` events: a producer or consumer that could not start or died."""
-    import pyarrow.compute as pc
-
-    events = read_table(run_dir / "measured", "events")
-    bad = events.filter(pc.equal(events.column("kind"), "user_error"))
-    return [
-        {"t": r["t"], "target": r["target"], "detail": json.loads(r["detail"])}
-        for r in bad.to_pylist()
-    ]
 
 
 def _predict(

@@ -24,15 +24,25 @@ replication costs tens of MB, not a Python set of strings.
 
 from __future__ import annotations
 
-__all__ = ["compute_ledger", "message_index", "codes", "write_ledgers", "LEDGER_FILE"]
+__all__ = [
+    "compute_ledger",
+    "message_index",
+    "codes",
+    "write_ledgers",
+    "collect_side",
+    "user_errors",
+    "LEDGER_FILE",
+]
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from testbed.core.records import Ledger
+from testbed.core.records import Ledger, merge_parts, read_table
 
 
 def message_index(msg_ids: pa.ChunkedArray | pa.Array, messages: pa.Table) -> np.ndarray:
@@ -111,3 +121,33 @@ def write_ledgers(side_dir: Path, ledgers: list[Ledger]) -> Path:
         for rep, ledger in enumerate(ledgers):
             ledger.write(side_dir / f"ledger.r{rep}.json")
     return side_dir / LEDGER_FILE
+
+
+SORT_KEYS = {"messages": "t_publish", "deliveries": "t_deliver", "timeseries": "t", "events": "t"}
+"""How `collect_side` orders each merged table."""
+
+
+def collect_side(side_dir: Path, replications: int) -> list[Ledger]:
+    """After a live run (also an interrupted one): merge each table's per-process parts into
+    one sorted file and write the ledgers of `replications` replications; returns them."""
+    for table, key in SORT_KEYS.items():
+        merge_parts(side_dir, table, sort_by=key)
+    messages = read_table(side_dir, "messages")
+    deliveries = read_table(side_dir, "deliveries")
+    ledgers = []
+    for rep in range(replications):
+        m = messages.filter(pc.equal(messages.column("replication"), rep))
+        d = deliveries.filter(pc.equal(deliveries.column("replication"), rep))
+        ledgers.append(compute_ledger(m, d))
+    write_ledgers(side_dir, ledgers)
+    return ledgers
+
+
+def user_errors(side_dir: Path) -> list[dict[str, Any]]:
+    """`user_error` events: a producer or consumer that could not start or died."""
+    events = read_table(side_dir, "events")
+    bad = events.filter(pc.equal(events.column("kind"), "user_error"))
+    return [
+        {"t": r["t"], "target": r["target"], "detail": json.loads(r["detail"])}
+        for r in bad.to_pylist()
+    ]

@@ -41,22 +41,9 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
 
     out = tmp_path / "accuracy.md"
     home = local_backend.home  # type: ignore[attr-defined]
+    quick = ["bench", "--suite", "accuracy", "--quick", "--only", "quickstart", "--out", str(out)]
     result = CliRunner().invoke(
-        app,
-        [
-            "bench",
-            "--suite",
-            "accuracy",
-            "--quick",
-            "--only",
-            "quickstart",
-            "--out",
-            str(out),
-            "--home",
-            str(home),
-            "--runs",
-            str(tmp_path / "runs"),
-        ],  # fmt: skip
+        app, [*quick, "--home", str(home), "--runs", str(tmp_path / "runs")]
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(out.with_suffix(".json").read_text())
@@ -72,22 +59,7 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     # --reuse: the same runs judged again (analysis rebuilt), no live run
     before = sorted(p.name for p in (tmp_path / "runs" / "runs").iterdir())
     again = CliRunner().invoke(
-        app,
-        [
-            "bench",
-            "--suite",
-            "accuracy",
-            "--quick",
-            "--only",
-            "quickstart",
-            "--reuse",
-            "--out",
-            str(out),
-            "--home",
-            str(home),
-            "--runs",
-            str(tmp_path / "runs"),
-        ],  # fmt: skip
+        app, [*quick, "--reuse", "--home", str(home), "--runs", str(tmp_path / "runs")]
     )
     assert again.exit_code == 0, again.output
     (case2,) = json.loads(out.with_suffix(".json").read_text())["cases"]

@@ -8,32 +8,28 @@ import sys
 from pathlib import Path
 
 
+def run_pytest(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """pytest on a small project in a child process (≤ 120 s), `env` on top of ours."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(project)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+        cwd=project,
+    )
+
+
 def test_skip_fails_under_ci(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     (tmp_path / "conftest.py").write_text((root / "tests" / "conftest.py").read_text())
     (tmp_path / "test_x.py").write_text(
         "import pytest\n\ndef test_needs_service():\n    pytest.skip('no broker')\n"
     )
-    env = {**os.environ, "CI": "true"}
-    ci = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    ci = run_pytest(tmp_path, CI="true")
     assert ci.returncode == 1, ci.stdout
     assert "1 failed" in ci.stdout and "counts as a failure: " in ci.stdout
-    env["CI"] = "false"
-    local = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    local = run_pytest(tmp_path, CI="false")
     assert "1 skipped" in local.stdout
 
 
@@ -62,26 +58,7 @@ def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
     )
     out = tmp_path / "out"
     out.mkdir()
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "OUT": str(out)},
-    )
+    run = run_pytest(tmp_path, "-n", "2", "--dist", "loadgroup", OUT=str(out))
     assert run.returncode == 0, run.stdout + run.stderr
     workers = {(out / f"w{i}").read_text() for i in range(6)}
     assert len(workers) == 1, f"the group ran on {sorted(workers)}"

@@ -21,8 +21,8 @@ log flush. Killed in between, the node restarts with "Recovering 0 queues" and t
 gone with its confirmed persistent messages (seen in CI under load; reproduced: 2 of 8 fresh
 brokers lost it when killed at once, 1 of 10 at 0.5 s, 0 of 10 at 2.5 s, with both cores and
 the disk busy, `tests/bench/durable_declare_kill.py`; the lost run's LATEST.LOG held the
-commit record without its decision). Real
-topologies are declared long before a crash, and `mqbed run` declares ≥ 5 s before t=0."""
+commit record without its decision). Real topologies are declared long before a crash, and
+`mqbed run` declares ≥ 5 s before t=0."""
 
 
 class Drainer(threading.Thread):

@@ -69,7 +69,7 @@ CASES: tuple[AccuracyCase, ...] = (
         "specjms2007-interaction1.yaml",
         ("per_type",),
         quick={"duration": "20s", "warmup": "2s"},
-    ),  # fmt: skip
+    ),
     AccuracyCase("SPECjms2007 interaction 3", "specjms2007-interaction3.yaml", quick=_SHORT),
     AccuracyCase("visibility timeout, p=0.1", "vt-retries-p0.1.yaml", quick=_SHORT),
     AccuracyCase("visibility timeout, p=0.2", "vt-retries-p0.2.yaml", quick=_SHORT),

@@ -203,20 +203,8 @@ def recording(out: Path, rows: int = 1_000_000) -> dict[str, Any]:
     w = RecordWriter(out / "rec", "deliveries", "bench", batch_rows=5000)
     t0 = time.perf_counter()
     for i in range(rows):
-        w.append(
-            (
-                f"tok.r0.p.0.0.{i}",
-                "q",
-                "c.0.0",
-                1,
-                float(i),
-                float(i) + 0.001,
-                "acked",
-                False,
-                0.0012,
-                0,
-            )
-        )
+        w.append((f"tok.r0.p.0.0.{i}", "q", "c.0.0", 1, float(i), float(i) + 0.001, "acked",
+                  False, 0.0012, 0))  # fmt: skip
         if i % 50_000 == 0:
             peak = max(peak, _rss_bytes())
     w.close()

@@ -42,9 +42,8 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     out = tmp_path / "accuracy.md"
     home = local_backend.home  # type: ignore[attr-defined]
     quick = ["bench", "--suite", "accuracy", "--quick", "--only", "quickstart", "--out", str(out)]
-    result = CliRunner().invoke(
-        app, [*quick, "--home", str(home), "--runs", str(tmp_path / "runs")]
-    )
+    quick += ["--home", str(home), "--runs", str(tmp_path / "runs")]
+    result = CliRunner().invoke(app, quick)
     assert result.exit_code == 0, result.output
     doc = json.loads(out.with_suffix(".json").read_text())
     (case,) = doc["cases"]
@@ -58,9 +57,7 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     assert Path(case["run_dir"]).is_relative_to(tmp_path / "runs")
     # --reuse: the same runs judged again (analysis rebuilt), no live run
     before = sorted(p.name for p in (tmp_path / "runs" / "runs").iterdir())
-    again = CliRunner().invoke(
-        app, [*quick, "--reuse", "--home", str(home), "--runs", str(tmp_path / "runs")]
-    )
+    again = CliRunner().invoke(app, [*quick, "--reuse"])
     assert again.exit_code == 0, again.output
     (case2,) = json.loads(out.with_suffix(".json").read_text())["cases"]
     assert case2["rejudged"] is True and case2["run_dir"] == case["run_dir"]

@@ -123,10 +123,8 @@ def test_kill_keeps_every_confirmed_persistent_message_and_loses_transient_ones(
     assert not lost, f"{len(lost)} confirmed messages lost, e.g. {sorted(lost)[:5]}"
     assert delivered <= {f"p{i}" for i in range(sent)}
     # gone with the node: the declare makes a new, empty one
-    assert (
-        drain_all(ep, "transient-q", idle=0.5, declare=QueueDecl("transient-q", durable=False))
-        == []
-    )
+    left = drain_all(ep, "transient-q", idle=0.5, declare=QueueDecl("transient-q", durable=False))
+    assert left == []
 
 
 def test_pause_shows_as_a_delivery_gap_of_the_paused_length(fresh_backend: MakeBackend) -> None:

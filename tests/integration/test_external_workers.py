@@ -42,7 +42,7 @@ def test_external_worker_services_serve_a_run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         for _ in range(2)
     ]
     try:

@@ -4,10 +4,16 @@ Each case runs in a fresh interpreter that calls ``gevent.monkey.patch_all()`` b
 else, then publishes, confirms and consumes through one adapter while a ticker greenlet keeps
 counting milliseconds. If a wait blocked the event loop instead of yielding, the ticker would
 stall: the idle `drain`, the confirm round trip and the whole exchange must each let it run.
+
+The client talks through the fault proxy with 5 ms added to every broker reply, so each confirm
+round trip really waits: over a bare loopback a reply can be in the socket before the client
+reads it (the client descheduled by the other test worker), and a read that need not wait does
+not yield — correct, but then the ticker proves nothing (CI saw 2 ticks in 48 ms so).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,6 +22,7 @@ import uuid
 import pytest
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.faults.proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +34,7 @@ monkey.patch_all()
 import json, sys, time
 import gevent
 from testbed.backends.base import BrokerEndpoint
+from testbed.faults.proxy import FaultProxy
 from testbed.brokers import QueueDecl, make_adapter
 
 ep = BrokerEndpoint.from_json(json.loads(sys.argv[1]))
@@ -92,12 +100,15 @@ def test_adapter_yields_under_gevent(
     ep: BrokerEndpoint = request.getfixturevalue(kind)
     n = 300
     queue = f"gevent.{client}.{uuid.uuid4().hex[:8]}"
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(ep.to_json()), client, queue, str(n)],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    with FaultProxy(seed=1) as proxy:
+        slow = dataclasses.replace(ep, port=proxy.add_link("gevent", ep.host, ep.port))
+        proxy.add_toxic("gevent", {"type": "latency", "attributes": {"latency": 5}})
+        proc = subprocess.run(
+            [sys.executable, "-c", SCRIPT, json.dumps(slow.to_json()), client, queue, str(n)],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
     assert proc.returncode == 0, f"gevent script failed:\n{proc.stderr[-3000:]}"
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["patched"]
@@ -105,7 +116,8 @@ def test_adapter_yields_under_gevent(
     # 0.5 s of waiting with a 1 ms ticker: hundreds of ticks unless the wait blocked the hub
     assert out["ticks_idle_drain"] >= 100, out
     assert out["closed_loop_ok"] == 200, out
-    # the confirm waits yielded: the ticker kept running through 200 round trips
-    assert out["ticks_closed_loop"] >= min(5, out["ms_closed_loop"] / 10), out
+    # the confirm waits yielded: 200 round trips of >= 5 ms each, a 1 ms ticker kept running
+    assert out["ms_closed_loop"] >= 1000, out
+    assert out["ticks_closed_loop"] >= 200, out
     assert out["confirmed_ok"] == n, out
     assert out["consumed"] == 200 + n, out  # the consumer greenlet ran alongside

@@ -90,10 +90,25 @@ class PredictionResult:
         )
 
 
+def _client_path_info(prof: Profile) -> dict[str, Any] | None:
+    """Where and when the profile's client path was measured (None: the profile has none)."""
+    cp = prof.client_path
+    if cp is None:
+        return None
+    p = cp.provenance
+    return {
+        "client": cp.client,
+        "host": p.host,
+        "hostname": p.hostname,
+        "date": p.date,
+        "broker_version": p.broker_version,
+    }
+
+
 def _resolve(scenario: Scenario | str | Path, profile: Profile | str | Path | None) -> Any:
     s = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     if profile is None:
-        prof = default_profile(s.broker.kind)
+        prof = default_profile(s.broker.kind, s.broker.client)
     elif isinstance(profile, Profile):
         prof = profile
     else:
@@ -110,10 +125,13 @@ def predict(
     replications: int | None = None,
     processes: int | None = None,
     progress: Callable[[str], None] | None = None,
+    profile_info: dict[str, Any] | None = None,
 ) -> PredictionResult:
     """Predict ``scenario`` into ``<out_dir>/predicted/`` (see the module docstring).
 
-    ``profile`` defaults to ``deploy/calibration/<broker kind>-local.yaml``; ``replications`` to
+    ``profile`` defaults to the shipped profile of the broker and client library
+    (``deploy/calibration/<kind>[-<client>]-local.yaml``); ``profile_info`` (where the profile
+    came from: path, origin, measured on/at) is written into the summary; ``replications`` to
     the scenario's; ``processes`` to 1 for small work (< 300k simulated messages in all) and
     min(replications, CPUs) otherwise. ``progress`` receives one line per finished replication.
     """
@@ -133,6 +151,8 @@ def predict(
             "host": prof.host,
             "broker": prof.broker.model_dump(),
             "date": prof.date,
+            "client_path": _client_path_info(prof),
+            **(profile_info or {}),
         },
     }
     t0 = time.perf_counter()

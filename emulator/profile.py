@@ -24,6 +24,8 @@ All times are seconds, sizes bytes, "a + b·size" fits have ``a`` in s and ``b``
   found (informational: the scenario's ``broker.threads`` sets the model's threads, so that a
   resolved scenario file predicts exactly what the original does).
 - ``memory``: flow control: bytes accounted per queued message and the blocking threshold.
+- ``client_path``: empirical delay tables measured through the live workload with one client
+  library (`testbed.core.client_path`): the delivery path and the consumer's hold.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ __all__ = [
     "MemorySpec",
     "PROFILE_DIR",
     "default_profile",
+    "shipped_profile_path",
+    "DEFAULT_CLIENT",
     "load_profile",
 ]
 
@@ -50,6 +54,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
+from testbed.core.client_path import ClientPath
 from testbed.core.distributions import (
     Deterministic,
     Erlang,
@@ -161,6 +166,9 @@ class Profile(Strict):
     queue_service: LinearCost = Field(default_factory=LinearCost)
     threads: ThreadsSpec = Field(default_factory=ThreadsSpec)
     memory: MemorySpec = Field(default_factory=MemorySpec)
+    client_path: ClientPath | None = None
+    """Delays measured through the live workload (`testbed.core.client_path`): when present,
+    the simulator samples the delivery path and the consumer's hold from these tables."""
     notes: str = ""
 
     def base_latency(self, rate: float) -> LatencyFit:
@@ -218,8 +226,21 @@ def _problems(e: ValidationError) -> list[str]:
     return out
 
 
-def default_profile(kind: str) -> Profile:
-    """The profile for broker ``kind`` on this machine: ``deploy/calibration/<kind>-local.yaml``."""
-    if kind not in ("rabbitmq", "activemq"):
+DEFAULT_CLIENT = {"rabbitmq": "pika", "activemq": "stomp"}
+
+
+def shipped_profile_path(kind: str, client: str | None = None) -> Path:
+    """``deploy/calibration/<kind>-local.yaml`` for the broker's default client library,
+    ``<kind>-<client>-local.yaml`` for another one (falling back to the default's file)."""
+    if kind not in DEFAULT_CLIENT:
         raise ConfigurationError(f"no default calibration profile for broker kind {kind!r}")
-    return load_profile(PROFILE_DIR / f"{kind}-local.yaml")
+    if client is not None and client != DEFAULT_CLIENT[kind]:
+        own = PROFILE_DIR / f"{kind}-{client}-local.yaml"
+        if own.exists():
+            return own
+    return PROFILE_DIR / f"{kind}-local.yaml"
+
+
+def default_profile(kind: str, client: str | None = None) -> Profile:
+    """The shipped profile for broker ``kind`` and client library ``client``."""
+    return load_profile(shipped_profile_path(kind, client))

@@ -231,6 +231,20 @@ def run(
         typer.Option("--spark-master", help="Spark master URL (default local[*])."),
     ] = None,
     home: HomeOpt = None,
+    profile: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--profile", help="Calibration profile for the prediction (a YAML file)."),
+    ] = None,
+    calibration: Annotated[
+        str,
+        typer.Option(
+            "--calibration",
+            envvar="MQBED_CALIBRATION",
+            help="Without --profile: auto = this machine's cached profile, measured first "
+            "(~1 min) when there is none; cached = cached else shipped; shipped = "
+            "deploy/calibration/.",
+        ),
+    ] = "auto",
 ) -> None:
     """Run a scenario live (provision -> warm up -> load -> drain -> collect -> predict)."""
     from testbed.observe.exporter import ENV_SD_DIR
@@ -251,6 +265,8 @@ def run(
         ui=ui,
         console=err,
         external_workers=external_workers,
+        profile=profile,
+        calibration=calibration,
     )
     out.print(str(result), markup=False)
     if not no_report:
@@ -326,9 +342,13 @@ def predict(
     method: Annotated[str, typer.Option(help="simulate | analytic")] = "simulate",
     profile: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option(help="Calibration profile (default deploy/calibration/<kind>-local.yaml)."),
+        typer.Option(
+            help="Calibration profile (default: this machine's cached profile for the broker "
+            "and client library, else deploy/calibration/<kind>[-<client>]-local.yaml)."
+        ),
     ] = None,
     replications: Annotated[Optional[int], typer.Option(min=1)] = None,  # noqa: UP045
+    home: HomeOpt = None,
     processes: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option(min=1, help="Parallel processes for replications."),
@@ -343,19 +363,23 @@ def predict(
     if method not in ("simulate", "analytic"):
         raise typer.BadParameter(f"{method!r}: use simulate or analytic", param_hint="--method")
     from emulator.predict import predict as run_predict
+    from testbed.calibration.choice import profile_without_broker
     from testbed.core.scenario_loader import load_scenario
 
     s = load_scenario(scenario)
+    choice = profile_without_broker(s, testbed_home(home), profile)
+    err.print(f"profile: {choice.path} ({choice.origin})", markup=False)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = out_dir or Path("runs") / f"{stamp}-{s.name}-predicted"
     res = run_predict(
         s,
         target,
         method=method,
-        profile=profile,
+        profile=choice.profile,
         replications=replications,  # type: ignore[arg-type]
         processes=processes,
         progress=lambda line: err.print(line, markup=False),
+        profile_info=choice.describe(),
     )
     if as_json:
         print(json.dumps(res.summary, indent=2, default=str))

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 from rich.live import Live
 
@@ -25,6 +26,8 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.backends.provision import node_names, provisioned
 from testbed.brokers import make_adapter
+from testbed.calibration.choice import ProfileChoice, choose_profile
+from testbed.calibration.client_path import Replicate
 from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
@@ -93,6 +96,24 @@ def _prepare(endpoint: BrokerEndpoint, scenario: Scenario) -> dict[str, int]:
         return purge(adapter, all_queue_names(scenario))
     finally:
         adapter.close()
+
+
+def _replicate_on(endpoint: BrokerEndpoint, console: Console) -> Replicate:
+    """Run a scenario file once on ``endpoint`` (a calibration run): its measured deliveries."""
+
+    def replicate(path: Path, run_dir: Path) -> pd.DataFrame:
+        s = load_scenario(path)
+        (run_dir / "measured").mkdir(parents=True)
+        (run_dir / "scenario.yaml").write_text(s.resolved_yaml(), encoding="utf-8")
+        _prepare(endpoint, s)
+        _replication(s, endpoint, None, run_dir, 0, workers=1, ui=False, console=console)
+        collect_side(run_dir / "measured", 1)
+        errors = user_errors(run_dir / "measured")
+        if errors:
+            raise MqbedError(f"the calibration run failed: {errors[0]['detail']}")
+        return pd.read_parquet(run_dir / "measured" / "deliveries.parquet")
+
+    return replicate
 
 
 def _progress(phase: str, t: float, scenario: Scenario, sampler: TimeseriesSampler) -> str:
@@ -284,10 +305,17 @@ def run_scenario(
     ui: bool = False,
     console: Console | None = None,
     external_workers: int = 0,
+    profile: Path | None = None,
+    calibration: str = "auto",
 ) -> RunResult:
     """`external_workers` > 0: Locust's workers are started elsewhere by
     :mod:`testbed.workload.worker_service` and find the run in ``<out_dir>/.locust/
-    current.json`` (or ``$MQBED_LOCUST_RENDEZVOUS``)."""
+    current.json`` (or ``$MQBED_LOCUST_RENDEZVOUS``).
+
+    The prediction uses ``profile`` when given; otherwise (``calibration``) ``"auto"``: this
+    machine's cached profile, measured first by a quick calibration of the client path on the
+    run's broker when there is none (:mod:`testbed.calibration.machine`); ``"cached"``: the
+    cached profile if any, else the shipped one; ``"shipped"``: the shipped profile."""
     console = console or Console(stderr=True)
     scenario = load_scenario(path)
     for issue in validate_file(path)[1]:
@@ -311,6 +339,7 @@ def run_scenario(
     )
     result = RunResult(run_dir)
     endpoint_info: dict[str, Any] = {}
+    choice: ProfileChoice | None = None
     try:
         with provisioned(scenario, home, run_id) as (endpoint, owner):
             endpoint_info = {
@@ -321,6 +350,16 @@ def run_scenario(
             console.print(
                 f"broker {endpoint.name} ({endpoint.kind} {endpoint.version}) ready", markup=False
             )
+            if predict:
+                choice = choose_profile(
+                    scenario,
+                    home,
+                    profile,
+                    calibration,
+                    version=endpoint.version or "unknown",
+                    replicate=_replicate_on(endpoint, console),
+                    progress=lambda line: console.print(line, markup=False),
+                )
             for rep in range(reps):
                 if reps > 1:
                     console.print(f"replication {rep + 1}/{reps}", markup=False)
@@ -368,22 +407,30 @@ def run_scenario(
             f"records are in {run_dir}"
         )
     if predict:
-        _predict(scenario, run_dir, reps, console, env)
+        assert choice is not None
+        _predict(scenario, run_dir, reps, console, env, choice)
     return result
 
 
 def _predict(
-    scenario: Scenario, run_dir: Path, reps: int, console: Console, env: dict[str, Any]
+    scenario: Scenario,
+    run_dir: Path,
+    reps: int,
+    console: Console,
+    env: dict[str, Any],
+    choice: ProfileChoice,
 ) -> None:
-    """The paired prediction, from the scenario and the default calibration profile only."""
+    """The paired prediction, from the scenario and a calibration profile only."""
     from emulator.predict import predict
 
-    console.print("predicting the same run (simulation) ...", markup=False)
+    console.print(f"predicting the same run (simulation, profile {choice.path}) ...", markup=False)
     pred = predict(
         scenario,
         run_dir,
+        profile=choice.profile,
         replications=max(reps, 3),
         progress=lambda line: console.print(line, markup=False),
+        profile_info=choice.describe(),
     )
     env["prediction"] = {
         "method": pred.method,

@@ -21,6 +21,14 @@ light load and adds queueing on top:
   per extra destination; the consumer's client overhead ``read`` after its service time
   (amqp, threads); ``publish_time`` of the client per publish without confirms.
 Residuals are floored at zero: a profile whose parts exceed the measured total is not an error.
+
+When the profile has a ``client_path`` (delays measured through the live workload with the
+scenario's client library, `testbed.core.client_path`), the delivery residual is not a fit plus
+a moment-matched spread but a draw from the measured delivery-delay table at the machine's
+total message rate and the queue's message size, less the modelled stages
+(:meth:`Costs.residual_table`): it keeps the measured floor, body and tail, with no point mass
+and no negative delay. The consumer's client overhead after its service time is then the
+measured ``hold`` table (timer overshoot, callback, ack) instead of the bare ``read`` time.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.profile import Fitted, MomentFit, Profile
+from testbed.core.quantiles import QuantileTable
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,33 @@ class Costs:
         if self.model == "threads":
             return self.profile.base_latency(0.0)
         return self.profile.base_latency(rate)
+
+    def residual_table(
+        self, total_rate: float, size: float, persistent: bool
+    ) -> QuantileTable | None:
+        """The measured delivery delay at this point less the modelled stages (2d and the
+        queue process, or the two thread stages), floored at 0; None without a client path."""
+        cp = self.profile.client_path
+        if cp is None or self.model not in ("amqp", "threads"):
+            return None
+        slope = self._residual_fit(total_rate).b
+        table = cp.delivery_table(total_rate, size, persistent, slope)
+        if self.model == "amqp":
+            stages = 2 * self.d + self.queue_a + self.queue_b * size
+        else:
+            stages = 2 * self.d + float(self.receive.mean + self.dispatch.mean)
+        return table.shifted(-stages)
+
+    def hold_table(self, total_rate: float) -> QuantileTable | None:
+        """The consumer's measured hold beyond its service time (None: use ``read``)."""
+        cp = self.profile.client_path
+        if cp is None or self.model == "shared_lock":
+            return None
+        return cp.hold_table(total_rate)
+
+    def size_slope(self, rate: float) -> float:
+        """s/byte of the delivery residual (the base fit's slope less the queue process's)."""
+        return self.delivery_residual(rate)[1]
 
     def delivery_residual(self, rate: float) -> tuple[float, float]:
         """δ(size) = a + b·size for a queue offered ``rate`` msg/s: what the base latency fit

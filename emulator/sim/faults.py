@@ -142,6 +142,7 @@ class FaultSim(ClientFaults):
             free0 = c.free
             size = c.sizes[m]
             arrive = t_disp + c.d + q.deliver_a + c.extra_a + (q.deliver_b + c.extra_b) * size
+            arrive = max(arrive, t_disp + c.d)  # δ's table draw is not known here: its floor
             deliver(q, m, attempt, t_disp)
             held[m] = (q, attempt, max(arrive, free0), c.free, t_disp)
 

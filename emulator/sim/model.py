@@ -31,10 +31,12 @@ from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
 from emulator.sim.faults import install_faults
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
+from emulator.sim.paths import queue_traffic, total_rate
 from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
 from emulator.sim.recorder import Recorder
 from testbed.core.arrivals import schedule
+from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
 from testbed.core.scenario_checks import arrival_mean_rate, offered_load
@@ -77,6 +79,8 @@ class Model:
             kind, self.kernel, self.costs, self.rec.m_size, s.seed, replication
         )
         self.loads = offered_load(s)
+        self.traffic = queue_traffic(s)
+        self.total_rate = total_rate(self.loads)
         self.queues: dict[str, Queue] = {}
         self._build_queues()
         self.producers: list[Producer] = []
@@ -117,13 +121,28 @@ class Model:
             deliver_b=b,
         )
         q.locked = self.broker.kind == "shared_lock"
+        self._residual(q, name, rate)
+        self.queues[name] = q
+        return q
+
+    def _residual(self, q: Queue, name: str, rate: float) -> None:
+        """The queue's delivery residual draw: the measured client-path table at this
+        scenario's point when the profile has one, else the fit's moment-matched spread."""
+        traffic = self.traffic.get(name)
+        size = traffic.size if traffic is not None and traffic.size is not None else None
+        persistent = traffic.persistent if traffic is not None else False
+        ref = size if size is not None else self.costs.profile.reference_size
+        table = self.costs.residual_table(self.total_rate, ref, persistent)
+        if table is not None:
+            q.jitter = table_sampler(table, self._stream(f"queue:{name}:residual"))
+            q.deliver_b = self.costs.size_slope(rate)
+            q.deliver_a = -q.deliver_b * ref  # the table holds the whole residual at `ref`
+            return
         spread = self.costs.delivery_jitter(rate)
         if spread is not None:
             draw = spread.sampler(self._stream(f"queue:{name}:jitter"))
             mean = float(spread.mean)
             q.jitter = lambda: draw() - mean
-        self.queues[name] = q
-        return q
 
     def _build_queues(self) -> None:
         s = self.scenario
@@ -243,7 +262,7 @@ class Model:
             ack=spec.ack,
             prefetch=spec.prefetch,
             service=spec.service_time.sampler(self._stream(base + ":service"), batch),
-            read=co.read.sampler(self._stream(base + ":read"), batch),
+            read=self._hold(base, batch),
             failure_probability=spec.failure_probability,
             uniform=uniforms(self._stream(base + ":failure"), batch),
             follow_ups=follow,
@@ -251,6 +270,14 @@ class Model:
             extra_a=pre[0],
             extra_b=pre[1],
         )
+
+    def _hold(self, base: str, batch: int) -> Any:
+        """The consumer's client time after its service: the measured hold table when the
+        profile has a client path, else the bare read (deliver → ack) time."""
+        table = self.costs.hold_table(self.total_rate)
+        if table is not None:
+            return table_sampler(table, self._stream(base + ":hold"), batch)
+        return self.costs.read.sampler(self._stream(base + ":read"), batch)
 
     def _phases(self) -> None:
         s = self.scenario

@@ -1,0 +1,71 @@
+"""Where a queue's delivery residual and a consumer's hold come from (docs/models.md §9).
+
+With a measured client path in the profile, each queue draws its non-queueing delivery residual
+from the delivery-delay table at the point of the scenario it sits in — the machine's total
+message rate, the queue's typical message size and whether its messages are persistent — and
+each consumer draws its hold beyond the service time from the hold table at that rate. Without
+one, the older fit-plus-spread model of :mod:`emulator.sim.costs` applies.
+
+The queue's typical size is the rate-weighted mean size of what producers send to it (follow-up
+publishes count at their own sizes); a message of another size moves its draw by the residual's
+linear size cost, so the table's shape is kept and only its location follows the size.
+"""
+
+from __future__ import annotations
+
+__all__ = ["QueueTraffic", "queue_traffic", "total_rate"]
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.core.scenario import Scenario
+from testbed.core.scenario_checks import arrival_mean_rate
+
+
+@dataclass
+class QueueTraffic:
+    rate: float = 0.0
+    bytes_rate: float = 0.0
+    persistent_rate: float = 0.0
+
+    @property
+    def size(self) -> float | None:
+        return self.bytes_rate / self.rate if self.rate > 0 else None
+
+    @property
+    def persistent(self) -> bool:
+        return self.rate > 0 and self.persistent_rate >= self.rate / 2
+
+
+def queue_traffic(s: Scenario) -> dict[str, QueueTraffic]:
+    """Per queue: producers' rate, mean size and persistence (routing followed)."""
+    out: dict[str, QueueTraffic] = {}
+
+    def add(queues: list[str], rate: float, size: float, persistent: bool) -> None:
+        for q in queues:
+            t = out.setdefault(q, QueueTraffic())
+            t.rate += rate
+            t.bytes_rate += rate * size
+            t.persistent_rate += rate if persistent else 0.0
+
+    def targets(queue: str | None, exchange: str | None, key: Any) -> list[str]:
+        if queue is not None:
+            lb = next((x for x in s.topology.load_balanced if x.alias == queue), None)
+            return [lb.member(i) for i in range(lb.max_queues)] if lb is not None else [queue]
+        keys = key if isinstance(key, list) else [key]
+        return [q for k in keys for q in s.routed_queues(exchange or "", k)]
+
+    for p in s.producers:
+        rate = (arrival_mean_rate(p.arrival) or 0.0) * p.count
+        add(targets(p.queue, p.exchange, p.routing_key), rate, float(p.size.mean), p.persistent)
+    for c in s.consumers:
+        for f in c.follow_ups:
+            rate = f.probability * (out[c.queue].rate if c.queue in out else 0.0)
+            add(targets(f.queue, f.exchange, f.routing_key), rate, float(f.size.mean), f.persistent)
+    return out
+
+
+def total_rate(loads: Mapping[str, Any]) -> float:
+    """Deliveries per second the whole machine handles (every queue's offered rate)."""
+    return float(sum(max(getattr(x, "arrival_rate", 0.0) or 0.0, 0.0) for x in loads.values()))

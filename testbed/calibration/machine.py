@@ -1,0 +1,117 @@
+"""A profile measured on the machine at hand, cached under the testbed home.
+
+A prediction is only as good as its profile, and a profile measured on one machine is wrong on
+another of the same class (two machines two days apart moved the quickstart's measured median
+by 30 %). So a run predicts with a profile of *this* host, broker version and client library:
+``<home>/calibration/<hostname>-<kind>-<version>-<client>.yaml``. When there is none, the run
+measures the client path first (:mod:`testbed.calibration.client_path`, about a minute, with a
+progress line) and stores the shipped profile of that broker with this machine's client path.
+``mqbed predict`` without a broker uses the newest cached profile of this host, broker kind and
+client library, else the shipped one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["cache_path", "cached_profile", "machine_profile", "write_profile", "ProfileChoice"]
+
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from emulator.profile import Profile, default_profile, load_profile, shipped_profile_path
+from testbed.calibration.client_path import Replicate, measure_client_path
+
+
+@dataclass(frozen=True)
+class ProfileChoice:
+    profile: Profile
+    path: Path
+    origin: str
+    """``"cached"``, ``"calibrated"`` (measured just now) or ``"shipped"``."""
+
+    def describe(self) -> dict[str, object]:
+        cp = self.profile.client_path
+        out: dict[str, object] = {"path": str(self.path), "origin": self.origin}
+        if cp is not None:
+            p = cp.provenance
+            out.update(
+                client=cp.client,
+                measured_on=p.hostname or p.host,
+                measured_at=p.date,
+                broker_version=p.broker_version,
+            )
+        else:
+            out.update(measured_on=self.profile.host, measured_at=self.profile.date)
+        return out
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def cache_path(home: Path, kind: str, version: str, client: str) -> Path:
+    name = f"{_safe(socket.gethostname())}-{kind}-{_safe(version)}-{client}.yaml"
+    return Path(home) / "calibration" / name
+
+
+def cached_profile(
+    home: Path, kind: str, client: str, version: str | None = None
+) -> ProfileChoice | None:
+    """This host's cached profile (exact version, or the newest of any version)."""
+    if version is not None:
+        path = cache_path(home, kind, version, client)
+        return ProfileChoice(load_profile(path), path, "cached") if path.is_file() else None
+    folder = Path(home) / "calibration"
+    pattern = f"{_safe(socket.gethostname())}-{kind}-*-{client}.yaml"
+    found = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    return ProfileChoice(load_profile(found[-1]), found[-1], "cached") if found else None
+
+
+def write_profile(profile: Profile, path: Path, header: str = "") -> None:
+    """Atomically write ``profile`` as YAML (with a comment header)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    lines = "".join(f"# {line}\n" for line in header.splitlines())
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(lines + body, encoding="utf-8")
+    tmp.replace(path)
+
+
+def machine_profile(
+    home: Path,
+    *,
+    kind: str,
+    client: str,
+    version: str,
+    replicate: Replicate,
+    progress: Callable[[str], None] = lambda line: None,
+) -> ProfileChoice:
+    """The cached profile for this host, broker version and client, measured first if none."""
+    found = cached_profile(home, kind, client, version)
+    if found is not None:
+        return found
+    base = default_profile(kind, client)
+    cp = measure_client_path(
+        replicate,
+        kind=kind,
+        client=client,
+        broker_version=version,
+        host=base.host,
+        progress=progress,
+        command="mqbed run (quick calibration of the client path)",
+    )
+    profile = base.model_copy(update={"client_path": cp})
+    path = cache_path(home, kind, version, client)
+    write_profile(
+        profile,
+        path,
+        f"Calibration profile of this machine ({socket.gethostname()}): the shipped profile\n"
+        f"{shipped_profile_path(kind, client).name} with the client path measured here on\n"
+        f"{cp.provenance.date} ({kind} {version}, {client}). Delete this file to measure again.",
+    )
+    progress(f"client path calibrated in {cp.provenance.wall_s:.0f} s; cached in {path}")
+    return ProfileChoice(profile, path, "calibrated")

@@ -1,0 +1,136 @@
+"""The client path of a calibration profile: delays measured through the live workload.
+
+Calibration (``mqbed calibrate``, or the quick calibration a run makes on a machine it has no
+profile for) runs a short scenario through the same Locust users, broker adapter and client
+library as a real run, and keeps from its records two empirical distributions per point
+(docs/models.md §9):
+
+- ``delivery``: publish → the consumer starting on the message, at light load (consumers that
+  serve in zero time and are never backlogged), per total message rate of the machine, message
+  size and persistence. This is the whole non-queueing path — client send, network, broker,
+  push to the consumer, the consumer's event loop — with its measured floor and tail.
+- ``hold``: how much longer than its service time a live consumer holds the next message
+  back: the gap between the starts of two messages served back to back, minus the service
+  time asked for (timer overshoot of the event loop, the callback, the ack, the record).
+
+Between measured points a table is interpolated quantile by quantile: in log(rate) and in
+size; outside the measured range it is clamped (rate) or shifted by the profile's linear
+size cost (size).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ClientPath", "PathPoint", "HoldPoint", "Provenance", "PointFit"]
+
+import math
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from testbed.core.quantiles import PROBS, QuantileTable, mix
+from testbed.core.strict import Strict
+
+Client = Literal["pika", "kombu", "stomp"]
+
+
+class PathPoint(Strict):
+    rate: float = Field(gt=0)
+    """Total messages per second on the machine while the point was measured."""
+    size: float = Field(ge=0)
+    persistent: bool = False
+    table: QuantileTable
+
+
+class HoldPoint(Strict):
+    rate: float = Field(gt=0)
+    service: float = Field(ge=0)
+    """The deterministic service time the consumers were asked for (s)."""
+    table: QuantileTable
+
+
+class PointFit(Strict):
+    """Goodness of fit of one stored point: KS distance of its table to its own sample."""
+
+    point: str
+    n: int
+    ks: float
+
+
+class Provenance(Strict):
+    """Where and when the client path was measured."""
+
+    host: str
+    """Machine class (the profile's host) or this machine's hostname for a cached profile."""
+    hostname: str = ""
+    date: str
+    broker_version: str
+    client: Client
+    command: str = ""
+    wall_s: float = 0.0
+    load_average: list[float] = Field(default_factory=list)
+    """1-minute load average before and after (foreign load makes the figures noisy)."""
+    rejected: list[str] = Field(default_factory=list)
+    """Attempts thrown away because the machine was busy with foreign work."""
+
+
+class ClientPath(Strict):
+    client: Client
+    probabilities: list[float] = Field(default_factory=lambda: list(PROBS))
+    delivery: list[PathPoint]
+    hold: list[HoldPoint] = Field(default_factory=list)
+    fit: list[PointFit] = Field(default_factory=list)
+    provenance: Provenance
+
+    @field_validator("probabilities")
+    @classmethod
+    def _grid(cls, p: list[float]) -> list[float]:
+        if [round(x, 6) for x in p] != [round(x, 6) for x in PROBS]:
+            raise ValueError("the tables were stored at another probability grid")
+        return p
+
+    @field_validator("delivery")
+    @classmethod
+    def _some(cls, pts: list[PathPoint]) -> list[PathPoint]:
+        if not pts:
+            raise ValueError("needs at least one delivery point")
+        return pts
+
+    def delivery_table(
+        self, rate: float, size: float, persistent: bool, slope: float
+    ) -> QuantileTable:
+        """The delivery delay at total ``rate`` msg/s for ``size`` bytes (see module doc).
+
+        ``slope`` (s/byte) extends the table beyond the largest or below the smallest size.
+        """
+        pts = [p for p in self.delivery if p.persistent == persistent] or self.delivery
+        sizes = sorted({p.size for p in pts})
+        per_size = [_by_rate([(p.rate, p.table) for p in pts if p.size == s], rate) for s in sizes]
+        if size <= sizes[0]:
+            return per_size[0].shifted(slope * (size - sizes[0]))
+        if size >= sizes[-1]:
+            return per_size[-1].shifted(slope * (size - sizes[-1]))
+        for i in range(len(sizes) - 1):
+            lo, hi = sizes[i], sizes[i + 1]
+            if lo <= size <= hi:
+                return mix(per_size[i], per_size[i + 1], (size - lo) / (hi - lo))
+        return per_size[-1]  # unreachable: the size lies in one bracket
+
+    def hold_table(self, rate: float) -> QuantileTable | None:
+        if not self.hold:
+            return None
+        return _by_rate([(p.rate, p.table) for p in self.hold], rate)
+
+
+def _by_rate(points: list[tuple[float, QuantileTable]], rate: float) -> QuantileTable:
+    """Interpolate in log(rate) between the measured rates; clamp outside them."""
+    points = sorted(points, key=lambda x: x[0])
+    if len(points) == 1 or rate <= points[0][0]:
+        return points[0][1]
+    if rate >= points[-1][0]:
+        return points[-1][1]
+    for (r0, t0), (r1, t1) in zip(points, points[1:], strict=False):
+        if r0 <= rate <= r1:
+            if r1 == r0:
+                return t0
+            return mix(t0, t1, math.log(rate / r0) / math.log(r1 / r0))
+    return points[-1][1]

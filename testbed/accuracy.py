@@ -20,13 +20,13 @@ machinery, not the numbers (CI runs it; a missed target never fails it, a broken
 
 from __future__ import annotations
 
-__all__ = ["CASES", "AccuracyCase", "run_accuracy"]
+__all__ = ["CASES", "AccuracyCase", "run_accuracy", "accuracy_misses", "all_cases", "misses"]
 
 import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,23 @@ class AccuracyCase:
     already 8-point run."""
     quick: dict[str, Any] = field(default_factory=dict)
     """Overrides for ``--quick`` (dotted paths, as ``--set``)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Always applied (dotted paths): the broker or client library of a variant."""
+    folder: str = "scenarios"
+    """``workloads/<folder>/``: ``scenarios`` (the library) or ``holdout`` (scenarios written
+    to check that nothing was tuned to the library; never used for calibration)."""
+
+    @property
+    def path(self) -> Path:
+        return ROOT / "workloads" / self.folder / self.scenario
+
+    def on(self, kind: str, client: str | None = None) -> AccuracyCase:
+        """The same case on another broker (or client library)."""
+        over = {**self.overrides, "broker.kind": kind}
+        label = kind if client is None else f"{kind}/{client}"
+        if client is not None:
+            over["broker.client"] = client
+        return replace(self, name=f"{self.name} [{label}]", overrides=over)
 
 
 _SHORT = {"duration": "12s", "warmup": "2s"}
@@ -85,6 +102,34 @@ CASES: tuple[AccuracyCase, ...] = (
 )
 """The library cases; scenarios added later (QoS, elastic ramp) join when their files exist."""
 
+HOLDOUT_CASES: tuple[AccuracyCase, ...] = (
+    AccuracyCase(
+        "holdout: mixed sizes, prefetch 1", "mixed-prefetch1.yaml", folder="holdout", quick=_SHORT
+    ),  # fmt: skip
+    AccuracyCase(
+        "holdout: three consumers, lognormal service",
+        "lognormal-3c.yaml",
+        folder="holdout",
+        quick=_SHORT,
+    ),  # fmt: skip
+)
+"""Scenarios in no file of the library (other rates, sizes, prefetch and service times):
+accuracy must hold there as well as on the library's own cases."""
+
+ACTIVEMQ = ("quickstart", "fanout", "specjms", "vt-retries", "broker-kill", "qos", "elastic",
+            "closed-loop", "holdout")  # fmt: skip
+"""Cases (by scenario file) that also run on ActiveMQ."""
+
+
+def all_cases() -> list[AccuracyCase]:
+    """Every case on RabbitMQ, those in ``ACTIVEMQ`` on ActiveMQ too, and a kombu quickstart."""
+    base = [c for c in (*CASES, *OPTIONAL_CASES, *HOLDOUT_CASES) if c.path.is_file()]
+    out = [c.on("rabbitmq") for c in base]
+    out += [c.on("activemq") for c in base if any(k in c.scenario for k in ACTIVEMQ)]
+    out += [CASES[0].on("rabbitmq", "kombu")]
+    return out
+
+
 OPTIONAL_CASES: tuple[AccuracyCase, ...] = (
     AccuracyCase("QoS experiment, BE", "qos-be.yaml", quick=_SHORT),
     AccuracyCase("QoS experiment, PC", "qos-pc.yaml", quick=_SHORT),
@@ -101,11 +146,59 @@ TARGETS = {
 def _scenario_text(case: AccuracyCase, quick: bool) -> str:
     from testbed.sweep import set_path
 
-    data = yaml.safe_load((SCENARIOS / case.scenario).read_text(encoding="utf-8"))
+    data = yaml.safe_load(case.path.read_text(encoding="utf-8"))
+    for path, value in case.overrides.items():
+        data = set_path(data, path, value)
+    data["name"] = f"{data['name']}-{_variant(case)}"
     if quick:
         for path, value in case.quick.items():
             data = set_path(data, path, value)
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def _variant(case: AccuracyCase) -> str:
+    """``rabbitmq``, ``activemq`` or ``rabbitmq-kombu``: names the case's run and files."""
+    kind = str(case.overrides.get("broker.kind", "rabbitmq"))
+    client = case.overrides.get("broker.client")
+    return kind if client is None else f"{kind}-{client}"
+
+
+def misses(case: dict[str, Any]) -> list[str]:
+    """Whole-run metrics of a judged case that are outside their target *and* outside the
+    measured interval (noise alone cannot make a miss), and failed case checks."""
+    out = [
+        f"{r['metric']}"
+        for r in case.get("rows", [])
+        if r.get("queue") is None
+        and r.get("within_target") is False
+        and r.get("inside_measured_ci") is not True
+    ]
+    out += [f"check: {c['check']}" for c in case.get("checks", []) if c.get("ok") is False]
+    if case.get("error"):
+        out.append("error")
+    return out
+
+
+def accuracy_misses(json_path: Path) -> list[str]:
+    """``case: metric, ...`` for every case of a written suite that missed."""
+    doc = json.loads(json_path.read_text(encoding="utf-8"))
+    return [f"{c['case']}: {', '.join(misses(c))}" for c in doc.get("cases", []) if misses(c)]
+
+
+def totals(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Across cases: whole-run metrics within target and inside the measured interval."""
+    rows = [r for c in cases for r in c.get("rows", []) if r.get("queue") is None]
+    judged = [r for r in rows if r.get("within_target") is not None]
+    with_ci = [r for r in rows if r.get("inside_measured_ci") is not None]
+    ks = [r["predicted"] for r in rows if r["metric"] == "latency_ks"]
+    return {
+        "metrics": len(judged),
+        "within_target": sum(bool(r["within_target"]) for r in judged),
+        "with_interval": len(with_ci),
+        "inside_interval": sum(bool(r["inside_measured_ci"]) for r in with_ci),
+        "worst_ks": max(ks) if ks else None,
+        "cases_missing": [c["case"] for c in cases if misses(c)],
+    }
 
 
 def _rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -160,7 +253,7 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
     from testbed.run import run_scenario
     from testbed.sweep import sweep
 
-    f = work / case.scenario
+    f = work / f"{Path(case.scenario).stem}-{_variant(case)}.yaml"
     text = _scenario_text(case, quick)
     earlier = _earlier(work, case, text) if reuse else None
     if reuse and earlier is None:
@@ -255,6 +348,7 @@ def _markdown(doc: dict[str, Any]) -> str:
         "“in CI” = the prediction lies inside the measured 95 % interval.",
         "",
     ]
+    lines += _overview(doc)
     for c in doc["cases"]:
         lines += [f"## {c['case']} (`{c['scenario']}`)", ""]
         if c.get("error"):
@@ -284,6 +378,34 @@ def _markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _overview(doc: dict[str, Any]) -> list[str]:
+    """The suite in one table: per case, whole-run metrics within target and inside the
+    measured interval, the latency KS distance, and what missed."""
+    t = doc.get("totals") or totals(doc["cases"])
+    pct = lambda a, b: f"{a} of {b} ({100 * a / b:.0f} %)" if b else "–"  # noqa: E731
+    lines = [
+        "## Overview",
+        "",
+        f"Whole-run metrics within target: {pct(t['within_target'], t['metrics'])}; inside the "
+        f"measured 95 % interval: {pct(t['inside_interval'], t['with_interval'])}; worst latency "
+        f"KS distance {_fmt(t['worst_ks'])}.",
+        "",
+        "| case | within target | inside CI | latency KS | misses (outside target and CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for c in doc["cases"]:
+        rows = [r for r in c.get("rows", []) if r.get("queue") is None]
+        judged = [r for r in rows if r.get("within_target") is not None]
+        ci = [r for r in rows if r.get("inside_measured_ci") is not None]
+        ks = next((r["predicted"] for r in rows if r["metric"] == "latency_ks"), None)
+        lines.append(
+            f"| {c['case']} | {sum(bool(r['within_target']) for r in judged)}/{len(judged)}"
+            f" | {sum(bool(r['inside_measured_ci']) for r in ci)}/{len(ci)} | {_fmt(ks)}"
+            f" | {', '.join(misses(c)) or '–'} |"
+        )
+    return [*lines, ""]
+
+
 def run_accuracy(
     out_md: Path,
     *,
@@ -301,7 +423,7 @@ def run_accuracy(
     ``out_md`` and the JSON beside it. Raises when a case's machinery breaks."""
     console = console or Console(stderr=True, quiet=True)
     reps = replications or (1 if quick else 3)
-    cases = [c for c in (*CASES, *OPTIONAL_CASES) if (SCENARIOS / c.scenario).is_file()]
+    cases = all_cases()
     if only:
         cases = [c for c in cases if any(o in c.name or o in c.scenario for o in only)]
     env = environment()
@@ -348,6 +470,7 @@ def _write(doc: dict[str, Any], out_md: Path, only: list[str] | None, quick: boo
             fresh = {c["case"]: c for c in doc["cases"]}
             merged = [fresh.pop(c["case"], c) for c in old.get("cases", [])]
             doc = {**old, "cases": merged + list(fresh.values())}
+    doc["totals"] = totals(doc["cases"])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     out_md.write_text(_markdown(doc), encoding="utf-8")

@@ -9,12 +9,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
-from testbed.exceptions import MqbedError
+from testbed.exceptions import AccuracyMiss, MqbedError
 
 app = typer.Typer(
     name="mqbed",
@@ -390,33 +390,66 @@ def predict(
 @app.command()
 def calibrate(
     broker: Annotated[str, typer.Option(help="rabbitmq | activemq")],
+    client: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Client library: pika | kombu (rabbitmq), stomp (activemq)."),
+    ] = None,
     out_file: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(
-            "--out", help="Profile YAML (default deploy/calibration/<broker>-local.yaml)."
+            "--out",
+            help="Profile YAML (default: this machine's cache, "
+            "<home>/calibration/<host>-<broker>-<version>-<client>.yaml, which runs use).",
         ),
     ] = None,
     duration: Annotated[float, typer.Option(min=1, help="Seconds per point after warm-up.")] = 60,
     repeats: Annotated[int, typer.Option(min=1, help="Repetitions per point.")] = 3,
-    quick: Annotated[bool, typer.Option("--quick", help="Seconds per point, one repeat.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="2 s points, one repeat (a smoke test).")
+    ] = False,
+    client_path_only: Annotated[
+        bool,
+        typer.Option(
+            "--client-path-only",
+            help="Measure only the client path (~1 min) on top of the profile at --out "
+            "(or the shipped one).",
+        ),
+    ] = False,
+    scale: Annotated[
+        float,
+        typer.Option(min=0.2, max=20, help="Stretch the client-path phases (1 = ~35 s of load)."),
+    ] = 1.0,
     home: HomeOpt = None,
 ) -> None:
-    """Calibration micro-benchmarks (MODELS.md §9) against a live broker -> profile YAML."""
-    if broker not in ("rabbitmq", "activemq"):
-        raise typer.BadParameter(f"{broker!r}: use rabbitmq or activemq", param_hint="--broker")
-    from emulator.calibration.api import calibrate as run_calibration
-    from testbed.bench import ROOT
+    """Calibrate a broker and client library on this machine -> a profile (docs/models.md §9).
 
-    target = out_file or ROOT / "deploy" / "calibration" / f"{broker}-local.yaml"
-    path = run_calibration(
+    Ends with the goodness-of-fit table of the client path."""
+    from emulator.calibration.api import calibrate_endpoint
+    from testbed.calibrate import calibrate_machine, fit_table
+    from testbed.run import replicate_on
+
+    def micro(path: Path, endpoint: Any) -> Path:
+        return calibrate_endpoint(
+            endpoint,
+            path,
+            duration=duration,
+            repeats=repeats,
+            quick=quick,
+            progress=lambda line: err.print(line, markup=False),
+        )
+
+    path, cp = calibrate_machine(
         broker,
-        target,
-        duration=duration,
-        repeats=repeats,
-        quick=quick,
-        home=home,
-        progress=lambda line: err.print(line, markup=False),
+        client=client,
+        home=testbed_home(home),
+        out=out_file,
+        micro=None if client_path_only else micro,
+        scale=0.5 if quick else scale,
+        replicate_on=replicate_on,
+        console_line=lambda line: err.print(line, markup=False),
     )
+    for line in fit_table(cp):
+        out.print(line, markup=False)
     out.print(f"wrote {path}", markup=False)
 
 
@@ -461,6 +494,15 @@ def bench(
             "runs)",
         ),
     ] = False,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report-only",
+            help="accuracy: exit 0 even when a case misses (a metric outside its target and "
+            "its measured interval); without it such a miss exits 1. --quick never fails on "
+            "numbers.",
+        ),
+    ] = False,
     home: HomeOpt = None,
 ) -> None:
     """Run the benchmark suites and write docs/performance.md and/or docs/accuracy.md."""
@@ -482,7 +524,7 @@ def bench(
     if suite in ("accuracy", "all"):
         import shlex
 
-        from testbed.accuracy import run_accuracy
+        from testbed.accuracy import accuracy_misses, run_accuracy
 
         target = out_file or ROOT / "docs" / "accuracy.md"
         path = run_accuracy(
@@ -497,6 +539,15 @@ def bench(
             progress=say,
         )
         out.print(f"wrote {path} and {path.with_suffix('.json')}", markup=False)
+        missing = accuracy_misses(path.with_suffix(".json"))
+        if missing and not (report_only or quick):
+            raise AccuracyMiss(
+                f"{len(missing)} case(s) missed (outside target and measured interval): "
+                + "; ".join(missing)
+                + " — see the overview in "
+                + str(path)
+                + " (--report-only exits 0)"
+            )
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ __all__ = [
     "BrokerStartError",
     "BrokerError",
     "ConfigurationError",
+    "AccuracyMiss",
 ]
 
 from dataclasses import dataclass
@@ -64,3 +65,8 @@ class BrokerStartError(BackendError):
 
 class BrokerError(MqbedError):
     """A broker operation failed in a way the adapter could not hide."""
+
+
+class AccuracyMiss(MqbedError):
+    """A prediction missed: a whole-run metric outside its target and its measured interval
+    (``mqbed bench --suite accuracy`` without ``--report-only``)."""

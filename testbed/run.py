@@ -98,8 +98,11 @@ def _prepare(endpoint: BrokerEndpoint, scenario: Scenario) -> dict[str, int]:
         adapter.close()
 
 
-def _replicate_on(endpoint: BrokerEndpoint, console: Console) -> Replicate:
-    """Run a scenario file once on ``endpoint`` (a calibration run): its measured deliveries."""
+def replicate_on(endpoint: BrokerEndpoint, console: Console | Any) -> Replicate:
+    """Run a scenario file once on ``endpoint`` (a calibration run): its measured deliveries.
+    ``console`` is a rich Console or a function taking one progress line."""
+    if not isinstance(console, Console):
+        console = Console(stderr=True, quiet=True)
 
     def replicate(path: Path, run_dir: Path) -> pd.DataFrame:
         s = load_scenario(path)
@@ -357,7 +360,7 @@ def run_scenario(
                     profile,
                     calibration,
                     version=endpoint.version or "unknown",
-                    replicate=_replicate_on(endpoint, console),
+                    replicate=replicate_on(endpoint, console),
                     progress=lambda line: console.print(line, markup=False),
                 )
             for rep in range(reps):

@@ -115,11 +115,25 @@ def latency_cdf(histogram: DataFrame) -> DataFrame:
 
 
 def ks_distance(cdf: DataFrame) -> DataFrame:
-    """``run_id, queue, ks, measured_n, predicted_n``: null ks when a side has no sample."""
-    return cdf.groupBy("run_id", "queue").agg(
-        F.max(F.abs(F.col("measured_cdf") - F.col("predicted_cdf"))).alias("ks"),
-        F.max("measured_n").alias("measured_n"),
-        F.max("predicted_n").alias("predicted_n"),
+    """``run_id, queue, ks, w1_s, measured_n, predicted_n``: null when a side has no sample.
+
+    ``w1_s`` is the Wasserstein-1 distance ∫|F_measured − F_predicted| dx in seconds: between
+    two consecutive bucket edges both CDFs are taken at the lower edge (the error is at most
+    one bucket's width, ~1.2 % of the latency there).
+    """
+    edges = Window.partitionBy("run_id", "queue").orderBy("bucket")
+    gap = F.abs(F.col("measured_cdf") - F.col("predicted_cdf"))
+    width = F.lead("upper_s").over(edges) - F.col("upper_s")
+    return (
+        cdf.withColumn("gap", gap)
+        .withColumn("area", F.col("gap") * F.coalesce(width, F.lit(0.0)))
+        .groupBy("run_id", "queue")
+        .agg(
+            F.max("gap").alias("ks"),
+            F.sum("area").alias("w1_s"),
+            F.max("measured_n").alias("measured_n"),
+            F.max("predicted_n").alias("predicted_n"),
+        )
     )
 
 

@@ -34,9 +34,11 @@ Per metric and queue (``queue: null`` is the whole run; ``analysis/windows.parqu
 
 ``windows``: ``mape`` is the MAPE (a fraction) of the whole run's per-window throughput
 (``ack_rate``), ``pearson_r`` the Pearson r of its per-window queue depth; ``series`` has both
-scores for every series and queue. ``distributions``: KS distance between the latency
-distributions per queue. ``verdict``: ``pass`` when every judged whole-run metric is within its
-target, ``fail`` otherwise, ``no prediction`` without one.
+scores for every series and queue. ``distributions``: KS and Wasserstein-1 distances between
+the latency distributions per queue; they are also judged, as ``latency_ks`` and
+``latency_w1_s`` entries of ``metrics`` (see ``_distribution_entries``). ``verdict``:
+``pass`` when every judged whole-run metric is within its target, ``fail`` otherwise,
+``no prediction`` without one.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from testbed.analysis.distance import replication_noise
 from testbed.analysis.latency import BUCKETS_PER_DECADE
 from testbed.analysis.stats import (
     bootstrap_weights,
@@ -258,6 +261,63 @@ def _ks(inp: SummaryInputs, queue: str) -> float | None:
     return float(sel.iloc[0]["ks"])
 
 
+DISTANCES = ["latency_ks", "latency_w1_s"]
+"""Distribution metrics: the prediction's distance from the measured latency CDF."""
+
+
+def _distribution_entries(inp: SummaryInputs, queue: str) -> list[dict[str, Any]]:
+    """``latency_ks`` (target: at most ``accuracy.latency_ks``) and ``latency_w1_s`` (target:
+    at most ``accuracy.latency_w1`` × the measured mean latency). Their "measured interval" is
+    ``[0, the largest distance between two measured replications]``: inside it, the prediction
+    is as close to the measurements as they are to one another."""
+    sel = inp.ks[inp.ks.queue == queue]
+    if sel.empty or not inp.has_prediction:
+        return []
+    row = sel.iloc[0]
+    ks = None if pd.isna(row["ks"]) else float(row["ks"])
+    w1 = None if "w1_s" not in row or pd.isna(row["w1_s"]) else float(row["w1_s"])
+    noise_ks, noise_w1 = replication_noise(inp.histogram, queue)
+    means = _values(inp.metrics, "measured", queue, "latency_mean_s")
+    mean = median(means) if means else None
+    out = []
+    for metric, value, noise, target, limit in (
+        ("latency_ks", ks, noise_ks, inp.targets.get("latency_ks"), inp.targets.get("latency_ks")),
+        (
+            "latency_w1_s",
+            w1,
+            noise_w1,
+            inp.targets.get("latency_w1"),
+            None
+            if mean is None or inp.targets.get("latency_w1") is None
+            else inp.targets["latency_w1"] * mean,
+        ),
+    ):
+        if value is None:
+            continue
+        out.append(
+            {
+                "metric": metric,
+                "queue": None if queue == OVERALL else queue,
+                "measured": None,
+                "measured_ci": [0.0, noise] if noise is not None else None,
+                "predicted": value,
+                "rel_error": None,
+                "target": target,
+                "target_kind": "max_distance" if metric == "latency_ks" else "max_w1_rel_mean",
+                "limit": limit,
+                "within_target": None if limit is None else bool(value <= limit),
+                "predicted_ci": None,
+                "ci_method": "largest distance between measured replications"
+                if noise is not None
+                else None,
+                "inside_measured_ci": None if noise is None else bool(value <= noise),
+                "measured_values": [],
+                "predicted_values": [value],
+            }
+        )
+    return out
+
+
 def _queues(inp: SummaryInputs) -> list[str]:
     names = sorted(set(inp.metrics.queue) - {OVERALL})
     return [OVERALL, *names]
@@ -286,6 +346,7 @@ def build_summary(inp: SummaryInputs) -> dict[str, Any]:
             e = _entry(inp, metric, queue)
             if e is not None:
                 entries.append(e)
+        entries.extend(_distribution_entries(inp, queue))
     overall = [e for e in entries if e["queue"] is None and e["within_target"] is not None]
     if not inp.has_prediction:
         status = "no prediction"
@@ -322,6 +383,7 @@ def build_summary(inp: SummaryInputs) -> dict[str, Any]:
             {
                 "queue": None if row["queue"] == OVERALL else row["queue"],
                 "ks": row["ks"],
+                "w1_s": row.get("w1_s"),
                 "measured_n": row["measured_n"],
                 "predicted_n": row["predicted_n"],
             }

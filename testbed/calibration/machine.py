@@ -24,6 +24,7 @@ import yaml
 
 from emulator.profile import Profile, default_profile, load_profile, shipped_profile_path
 from testbed.calibration.client_path import Replicate, measure_client_path
+from testbed.exceptions import MqbedError
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,66 @@ def cached_profile(
     return ProfileChoice(load_profile(found[-1]), found[-1], "cached") if found else None
 
 
+_BEGIN, _END = "--- client path ---", "--- end client path ---"
+
+
+def _kept_header(path: Path) -> list[str]:
+    """The leading comment lines of an existing profile, without an earlier client-path block."""
+    if not path.is_file():
+        return []
+    out, skipping = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        text = line[1:].strip()
+        if text == _BEGIN:
+            skipping = True
+        elif text == _END:
+            skipping = False
+        elif not skipping:
+            out.append(line + "\n")
+    return out
+
+
+def _body_without_client_path(text: str) -> str:
+    """A profile file's YAML after its leading comments, without a top-level client_path."""
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines) and lines[i].startswith("#"):
+        i += 1
+    out, inside = [], False
+    for line in lines[i:]:
+        top = bool(line.strip()) and not line[0].isspace() and not line.startswith("#")
+        if top:
+            inside = line.startswith("client_path:")
+        if not inside:
+            out.append(line)
+    return "".join(out)
+
+
 def write_profile(profile: Profile, path: Path, header: str = "") -> None:
-    """Atomically write ``profile`` as YAML (with a comment header)."""
+    """Atomically write ``profile`` as YAML. When ``path`` holds the same profile but for its
+    client path, that file is kept verbatim (its comments explain each fitted figure) and only
+    its client-path block and the header's client-path paragraph are replaced."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False)
-    lines = "".join(f"# {line}\n" for line in header.splitlines())
+    same_rest = False
+    if path.is_file():
+        try:
+            old = load_profile(path)
+            same_rest = old.model_copy(update={"client_path": None}) == profile.model_copy(
+                update={"client_path": None}
+            )
+        except MqbedError:
+            same_rest = False
+    data = profile.model_dump(mode="json", exclude_none=True)
+    if same_rest:
+        rest = _body_without_client_path(path.read_text(encoding="utf-8")).rstrip("\n") + "\n"
+        cp = {"client_path": data["client_path"]} if "client_path" in data else {}
+        body = rest + (yaml.safe_dump(cp, sort_keys=False) if cp else "")
+    else:
+        body = yaml.safe_dump(data, sort_keys=False)
+    block = [_BEGIN, *header.splitlines(), _END] if header else []
+    lines = "".join(_kept_header(path)) + "".join(f"# {line}\n" for line in block)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(lines + body, encoding="utf-8")
     tmp.replace(path)

@@ -344,6 +344,11 @@ class AccuracyTargets(Strict):
     queue_depth_mean: float = Field(0.25, gt=0)
     """Relative error of the mean queue depth, judged in stable scenarios: there the per-window
     depth is noise around its mean, uncorrelated between two independent runs (r ≈ 0)."""
+    latency_ks: float = Field(0.10, gt=0, le=1)
+    """Largest Kolmogorov–Smirnov distance between the measured and predicted latency CDFs."""
+    latency_w1: float = Field(0.15, gt=0)
+    """Largest Wasserstein-1 distance between the latency distributions, as a fraction of the
+    measured mean latency (W1 is the mean absolute shift between the two quantile functions)."""
 
 
 class RecordingSpec(Strict):

@@ -26,6 +26,8 @@ _UNITS: dict[str, tuple[str, float]] = {
     "queue_depth_mean": ("msgs", 1.0),
     "losses": ("msgs", 1.0),
     "duplicates": ("msgs", 1.0),
+    "latency_ks": ("", 1.0),
+    "latency_w1_s": ("ms", 1e3),
 }
 LABELS = {
     "throughput_msg_s": "throughput",
@@ -36,6 +38,8 @@ LABELS = {
     "queue_depth_mean": "queue depth",
     "losses": "losses",
     "duplicates": "duplicates",
+    "latency_ks": "latency CDF, KS",
+    "latency_w1_s": "latency CDF, W1",
 }
 
 
@@ -83,6 +87,10 @@ def _criterion(e: dict[str, Any]) -> str:
         r = e.get("pearson_r")
         shown = f"window r = {r:.2f} " if r is not None else "window r "
         return f"{shown}(target ≥ {target:.2f})"
+    if kind == "max_distance" and target is not None:
+        return f"distance at most {target:g}"
+    if kind == "max_w1_rel_mean" and target is not None:
+        return f"at most {target:.0%} of the measured mean latency"
     return "inside measured CI"
 
 
@@ -95,6 +103,10 @@ def _rule(e: dict[str, Any]) -> str:
     if kind == "pearson_r" and target is not None:
         r = e.get("pearson_r")
         return f"r {r:.2f}≥{target:.2f}" if r is not None else f"r≥{target:.2f}"
+    if kind == "max_distance" and target is not None:
+        return f"≤{target:g}"
+    if kind == "max_w1_rel_mean" and target is not None:
+        return f"≤{target:.0%} mean"
     return "in CI"
 
 

@@ -1,0 +1,103 @@
+"""``mqbed calibrate``: measure a broker and client library on this machine -> a profile.
+
+Two parts, each optional:
+
+1. the broker micro-benchmarks (``emulator.calibration``: latency fits, write/read times,
+   queue capacity, fan-out, memory) on a broker of a testbed home or a temporary one;
+2. the client path through the live workload (:mod:`testbed.calibration.client_path`):
+   delivery-delay and hold tables, with the goodness of fit of every point.
+
+Without ``--out`` the profile goes to this machine's cache under the testbed home (the file a
+run's prediction then uses), never over the shipped profiles in ``deploy/calibration/``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["calibrate_machine", "fit_table"]
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from emulator.profile import DEFAULT_CLIENT, Profile, default_profile, load_profile
+from testbed.backends.base import BrokerEndpoint
+from testbed.backends.provision import provisioned
+from testbed.calibration.client_path import calibration_scenario, measure_client_path
+from testbed.calibration.machine import cache_path, write_profile
+from testbed.core.client_path import ClientPath
+from testbed.core.scenario import Scenario
+from testbed.exceptions import ConfigurationError
+
+
+def fit_table(cp: ClientPath) -> list[str]:
+    """The goodness-of-fit table: per point, its sample size and the KS distance of the stored
+    table to a held-out half of the sample."""
+    lines = ["point                       n      KS (held-out half)"]
+    for f in cp.fit:
+        lines.append(f"{f.point:<26} {f.n:>6}  {f.ks:.3f}")
+    return lines
+
+
+def calibrate_machine(
+    kind: str,
+    *,
+    client: str | None,
+    home: Path,
+    out: Path | None,
+    micro: Callable[[Path, BrokerEndpoint], Path] | None,
+    scale: float,
+    replicate_on: Callable[..., object],
+    console_line: Callable[[str], None],
+) -> tuple[Path, ClientPath]:
+    """Run the parts and write the profile; returns its path and the measured client path.
+
+    ``micro(path, endpoint)`` writes the micro-benchmark profile to ``path`` (None: keep the profile
+    already at ``out``, or the shipped one, and measure the client path only).
+    ``replicate_on(endpoint, say)`` gives the calibration run's replicate function.
+    """
+    if kind not in DEFAULT_CLIENT:
+        raise ConfigurationError(f"--broker {kind!r}: use rabbitmq or activemq")
+    client = client or DEFAULT_CLIENT[kind]
+    if kind == "activemq" and client != "stomp" or kind == "rabbitmq" and client == "stomp":
+        raise ConfigurationError(f"--client {client!r} does not speak to {kind}")
+    data = calibration_scenario(kind, client, scale)
+    scenario = Scenario.model_validate(data)
+    run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-calibration"
+    with provisioned(scenario, home, run_id) as (endpoint, _owner):
+        version = endpoint.version or "unknown"
+        target = out or cache_path(home, kind, version, client)
+        if micro is not None:
+            micro(target, endpoint)
+            base: Profile = load_profile(target)
+        elif target.is_file():
+            base = load_profile(target)
+        else:
+            base = default_profile(kind, client)
+        cp = measure_client_path(
+            replicate_on(endpoint, console_line),  # type: ignore[arg-type]
+            kind=kind,
+            client=client,
+            broker_version=version,
+            host=base.host,
+            scale=scale,
+            progress=console_line,
+            command=f"mqbed calibrate --broker {kind} --client {client}",
+        )
+    profile = base.model_copy(update={"client_path": cp})
+    header = _header(target, kind, client, version, cp)
+    write_profile(profile, target, header)
+    return target, cp
+
+
+def _header(target: Path, kind: str, client: str, version: str, cp: ClientPath) -> str:
+    p = cp.provenance
+    lines = [
+        f"Calibration profile: {kind} {version}, client library {client}.",
+        f"Client path measured on {p.hostname} ({p.host}) at {p.date} by `{p.command}`",
+        f"in {p.wall_s:.0f} s; 1-minute load average {p.load_average}.",
+    ]
+    if p.rejected:
+        lines.append("Foreign load: " + "; ".join(p.rejected))
+    lines.append("Goodness of fit (KS of each stored table to a held-out half of its sample):")
+    lines += ["  " + line for line in fit_table(cp)]
+    return "\n".join(lines)

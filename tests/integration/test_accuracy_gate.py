@@ -1,0 +1,67 @@
+"""The accuracy gate: the quickstart live on RabbitMQ and on ActiveMQ, predicted with this
+machine's profile (calibrated first when the session has none), judged by the report.
+
+It fails when a whole-run metric is *both* outside its target and outside the measured 95 %
+interval (so measurement noise alone cannot fail it), or when the latency KS distance between
+the measured and predicted CDFs exceeds ``KS_GATE``. Three live replications give the interval.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from testbed.accuracy import misses
+from testbed.backends.local import LocalBackend
+from testbed.report.build import build_report
+from testbed.report.verdict import verdict_rows
+from testbed.run import run_scenario
+
+pytestmark = pytest.mark.integration
+QUICKSTART = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "quickstart.yaml"
+KS_GATE = 0.15
+
+
+def _table(summary: dict) -> str:
+    rows = verdict_rows(summary, overall_only=True)
+    return "\n".join(
+        f"  {r.mark} {r.label:<18} measured {r.measured:>10} {r.measured_ci:<20} "
+        f"predicted {r.predicted:>10} {r.error:>8} ({r.criterion})"
+        for r in rows
+    )
+
+
+@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
+def test_quickstart_prediction_passes_the_gate(
+    kind: str, tmp_path: Path, local_backend: LocalBackend
+) -> None:
+    text = QUICKSTART.read_text().replace("kind: rabbitmq", f"kind: {kind}")
+    text = text.replace("duration: 60s", "duration: 25s").replace("warmup: 5s", "warmup: 3s")
+    f = tmp_path / f"quickstart-{kind}.yaml"
+    f.write_text(text)
+    run_dir = run_scenario(
+        f,
+        home=local_backend.home,
+        out_dir=tmp_path / "runs",
+        replications=3,
+        predict=True,
+        calibration="auto",
+        console=Console(stderr=True, quiet=True),
+    ).run_dir
+    build_report([run_dir], console=Console(stderr=True, quiet=True))
+    summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
+    profile = summary.get("profile") or json.loads(
+        (run_dir / "predicted" / "summary.json").read_text()
+    ).get("profile", {})
+    assert profile.get("client_path"), f"the prediction used no measured client path: {profile}"
+    rows = [m for m in summary["metrics"] if m["queue"] is None]
+    judged = {m["metric"] for m in rows if m["within_target"] is not None}
+    assert {"throughput_msg_s", "latency_p50_s", "latency_p99_s", "latency_ks"} <= judged
+    missed = misses({"rows": rows})
+    ks = next(m["predicted"] for m in rows if m["metric"] == "latency_ks")
+    detail = f"{kind} quickstart, {run_dir}:\n{_table(summary)}"
+    assert not missed, f"outside target and measured interval: {missed}\n{detail}"
+    assert ks <= KS_GATE, f"latency KS {ks:.3f} > {KS_GATE}\n{detail}"

@@ -18,6 +18,7 @@ from testbed.calibration.client_path import (
     tables_from_records,
 )
 from testbed.core.client_path import ClientPath, HoldPoint, PathPoint, Provenance
+from testbed.core.distributions import Deterministic
 from testbed.core.quantiles import (
     PROBS,
     QuantileTable,
@@ -158,3 +159,25 @@ def test_simulator_draws_deliveries_from_the_table() -> None:
     # the hold table: each consumer holds a message its service time + ~1 ms
     hold = (acked.t_done - acked.t_deliver).mean()
     assert hold == pytest.approx(0.005 + 0.001, rel=0.08)
+
+
+def test_analytic_percentiles_come_from_distributions_never_the_mean() -> None:
+    from emulator.closed_form import analytic_figures
+
+    s = load_scenario(ROOT / "workloads/scenarios/quickstart.yaml")
+    # consumers that serve in zero time: the latency is the path alone
+    sink = s.model_copy(deep=True)
+    sink.consumers[0].service_time = Deterministic(value=0.0)
+    shipped = analytic_figures(sink, default_profile("rabbitmq"))
+    assert ("latency_p50_s", None, None) not in shipped  # no distribution known: no copies
+    measured = analytic_figures(sink, _with_client_path())
+    p50, p95, p99 = (measured[(f"latency_p{q}_s", None, None)] for q in (50, 95, 99))
+    assert p50 < p95 < p99
+    table = _client_path().delivery_table(200, 1000, False, 0.0)
+    assert p99 - p50 == pytest.approx(table.quantile(0.99) - table.quantile(0.5), rel=1e-6)
+    # an M/M/n station (prefetch 1): path + wait, the path's spread included
+    mmn = s.model_copy(deep=True)
+    mmn.consumers[0].prefetch = 1
+    fig = analytic_figures(mmn, _with_client_path())
+    assert fig[("latency_p50_s", None, None)] >= table.quantile(0.0)
+    assert fig[("latency_p99_s", None, None)] > fig[("latency_p95_s", None, None)]

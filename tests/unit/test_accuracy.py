@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.accuracy import CASES, SCENARIOS, _ledger_check, _markdown, _per_type_check
+from testbed.accuracy import (
+    CASES,
+    SCENARIOS,
+    _ledger_check,
+    _markdown,
+    _per_type_check,
+    all_cases,
+    misses,
+    totals,
+)
 
 
 def test_every_case_names_a_library_scenario() -> None:
@@ -33,7 +42,9 @@ def test_per_type_check_takes_the_worst_type(tmp_path: Path) -> None:
             ("predicted", "b", 0.025),
         ],  # fmt: skip
         columns=["source", "flow", "latency_p50_s"],
-    ).to_parquet(tmp_path / "analysis" / "latency_by_type.parquet")
+    ).assign(latency_p95_s=lambda f: f.latency_p50_s * 2).to_parquet(
+        tmp_path / "analysis" / "latency_by_type.parquet"
+    )
     check = _per_type_check(tmp_path)
     assert abs(check["value"] - 0.25) < 1e-12  # type b: 25 ms vs 20 ms
     assert check["ok"] is False and '"a": 0.06' in check["note"]  # median of a's = 10.6 ms
@@ -82,3 +93,33 @@ def test_bench_refuses_an_unknown_suite_and_one_out_for_two_reports() -> None:
     both = CliRunner().invoke(app, ["bench", "--suite", "all", "--out", "x.md"])
     assert both.exit_code != 0
     assert "--out names one report; use it with one --suite" in both.output
+
+
+def test_every_case_runs_on_rabbitmq_the_library_on_activemq_and_kombu_once() -> None:
+    cases = all_cases()
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names))
+    assert "quickstart [rabbitmq]" in names and "quickstart [activemq]" in names
+    assert "quickstart [rabbitmq/kombu]" in names
+    assert any(c.folder == "holdout" for c in cases)
+    for c in cases:
+        assert c.path.is_file(), c
+        assert c.overrides["broker.kind"] in ("rabbitmq", "activemq")
+
+
+def _row(metric: str, within: bool | None, inside: bool | None, queue: str | None = None) -> dict:
+    return {"metric": metric, "queue": queue, "within_target": within,
+            "inside_measured_ci": inside, "predicted": 0.05}  # fmt: skip
+
+
+def test_a_miss_is_outside_target_and_outside_the_measured_interval() -> None:
+    noisy = {"case": "a", "rows": [_row("latency_p50_s", False, True)], "checks": []}
+    assert misses(noisy) == []  # outside target but inside the interval: noise, not a miss
+    off = {"case": "b", "rows": [_row("latency_p50_s", False, False),
+                                 _row("latency_p99_s", False, False, queue="q")],
+           "checks": [{"check": "c", "ok": False}]}  # fmt: skip
+    assert misses(off) == ["latency_p50_s", "check: c"]  # whole-run rows only
+    t = totals([noisy, off, {"case": "c", "rows": [_row("latency_ks", True, None)]}])
+    assert t["metrics"] == 3 and t["within_target"] == 1
+    assert t["with_interval"] == 2 and t["inside_interval"] == 1
+    assert t["cases_missing"] == ["b"] and t["worst_ks"] == 0.05

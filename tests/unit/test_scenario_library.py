@@ -10,7 +10,7 @@ import pytest
 from testbed.core.scenario_checks import offered_load
 from testbed.core.scenario_loader import load_scenario, validate_file
 
-LIBRARY = sorted((Path(__file__).resolve().parents[2] / "workloads" / "scenarios").glob("*.yaml"))
+LIBRARY = sorted((Path(__file__).resolve().parents[2] / "workloads").glob("*/*.yaml"))
 
 
 def test_library_is_not_empty() -> None:

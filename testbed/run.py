@@ -25,6 +25,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.backends.provision import node_names, provisioned
 from testbed.brokers import make_adapter
+from testbed.core.clock import RunClock
 from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
@@ -36,11 +37,11 @@ from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.observe.environment import environment
 from testbed.observe.exporter import ExportingPoller, exporter_from_env
 from testbed.observe.ledger import collect_side, user_errors
+from testbed.observe.recorder import Recorder
 from testbed.observe.stats import StatsPoller, make_stats_poller
 from testbed.observe.timeseries import TimeseriesSampler
-from testbed.workload.config import RunClock, WorkerConfig
+from testbed.workload.config import WorkerConfig
 from testbed.workload.launcher import LocustLauncher
-from testbed.workload.recorder import Recorder
 from testbed.workload.scaling import CONTROL_KEY, user_count
 from testbed.workload.topology import all_queue_names, declarations, purge
 

@@ -40,10 +40,10 @@ from collections.abc import Callable
 from typing import Any
 
 from testbed.brokers.base import Delivery
+from testbed.core.clock import RunClock
 from testbed.core.policies import LeaseBook
 from testbed.core.scenario import Scenario
-from testbed.workload.config import RunClock
-from testbed.workload.recorder import Recorder
+from testbed.observe.recorder import Recorder
 
 Requeue = Callable[[Delivery, int, str, float], None]
 """(delivery, attempt of the copy, target queue, delay s) -> publish the copy, invisible for

@@ -38,11 +38,12 @@ from testbed.control.visibility import (
     dead_letter_queue_of,
     delay_queue_of,
 )
+from testbed.core.clock import RunClock
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
-from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.observe.recorder import Recorder
+from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.producer import body_of
-from testbed.workload.recorder import Recorder
 
 
 class ConsumerLoop:

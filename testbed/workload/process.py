@@ -20,12 +20,13 @@ import numpy as np
 from locust import events
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.core.clock import RunClock
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
-from testbed.workload.config import RunClock, WorkerConfig
+from testbed.observe.recorder import Recorder
+from testbed.workload.config import WorkerConfig
 from testbed.workload.crashes import plan_crashes, run_crash_plan
-from testbed.workload.recorder import Recorder
 from testbed.workload.scaling import CONTROL_KEY, ScaleControl
 
 

@@ -35,10 +35,10 @@ from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
 from emulator.sim.recorder import Recorder
 from testbed.core.arrivals import schedule
+from testbed.core.ledger import compute_ledger
+from testbed.core.load import arrival_mean_rate, offered_load
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
-from testbed.core.scenario_checks import arrival_mean_rate, offered_load
-from testbed.observe.ledger import compute_ledger
 
 
 def _begin(ev: Any) -> None:

@@ -39,9 +39,9 @@ import pandas as pd
 from emulator import analytic
 from emulator.sim.faults import RESTART_S, availability_from_events
 from testbed.analysis.stats import t_interval
+from testbed.core.load import arrival_mean_rate
 from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
-from testbed.core.scenario_checks import arrival_mean_rate
 from testbed.core.scenario_faults import StochasticFault
 
 DEFAULT_K = 10_000

@@ -7,8 +7,9 @@ replication *r* of a prediction replays the fault schedule of live replication *
 mirroring the live side (``testbed/faults``, ``testbed/workload``):
 
 - **broker_kill / broker_restart** (and stochastic ``kill``): the broker is down from ``at``
-  until ``at + duration + RESTART_S[kind]`` (a RabbitMQ start with persistent data takes
-  ~5–8 s; the live ``fault_end``/``broker_up`` rows are written when it is healthy again).
+  until ``at + duration + restart_seconds(kind)`` (``testbed.core.availability``: a RabbitMQ
+  start with persistent data takes ~5–8 s; the live ``fault_end``/``broker_up`` rows are
+  written when it is healthy again).
   Every connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
   ready copies are kept only when the message is persistent *and* the queue durable (they are
   redelivered after the restart, unacked ones as attempt n+1), transient ones are lost;
@@ -39,10 +40,8 @@ from __future__ import annotations
 __all__ = [
     "FaultSim",
     "install_faults",
-    "RESTART_S",
     "ACK_SYNC_S",
     "reconnect_at",
-    "availability_from_events",
 ]
 
 from collections import deque
@@ -54,6 +53,7 @@ from emulator.sim.consumers import _PROCESSING, Consumer
 from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.producers import Producer
+from testbed.core.availability import restart_seconds
 from testbed.core.scenario_faults import ClientFault, StochasticFault
 from testbed.faults.schedule import plan_faults, stochastic_schedule
 
@@ -61,9 +61,6 @@ if TYPE_CHECKING:
     from emulator.sim.model import Model
     from emulator.sim.queues import Queue
 
-RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
-"""Broker start-up time after a kill or restart (FACTS.md: RabbitMQ ~5–8 s with persistent
-data, ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
 ACK_SYNC_S = 0.04
 """RabbitMQ makes acks of persistent messages durable lazily: a SIGKILL forgets the acks it
 received in about the last 40 ms, and those messages are redelivered after the restart —
@@ -71,24 +68,6 @@ duplicates in the ledger (observed on this machine: 4 duplicates acked in the 22
 kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s; a graceful restart forgets none)."""
 LIVE_SEED_STRIDE = 7919  # testbed.run: the live replication r runs with seed + 7919 r
 NAN = float("nan")
-
-
-def availability_from_events(
-    events: Any, start: float, end: float, target: str = "broker"
-) -> float:
-    """Fraction of ``[start, end]`` the target was up, from ``broker_down``/``broker_up`` rows
-    (a pandas frame with ``t``, ``kind``, ``target``)."""
-    ev = events[(events.target == target) & events.kind.isin(["broker_down", "broker_up"])]
-    down, since = 0.0, None
-    for row in ev.sort_values("t").itertuples():
-        if row.kind == "broker_down" and since is None:
-            since = max(float(row.t), start)
-        elif row.kind == "broker_up" and since is not None:
-            down += max(0.0, min(float(row.t), end) - since)
-            since = None
-    if since is not None:
-        down += max(0.0, end - since)
-    return 1.0 - down / (end - start) if end > start else 1.0
 
 
 class FaultSim(ClientFaults):
@@ -100,7 +79,7 @@ class FaultSim(ClientFaults):
         self.b = b = model.broker
         self.kernel = model.kernel
         self.rec = model.rec
-        self.restart_s = RESTART_S.get(s.broker.kind, 6.0)
+        self.restart_s = restart_seconds(s.broker.kind)
         self.seed = s.seed + LIVE_SEED_STRIDE * model.replication
         self.stop = float(s.duration)
         self.persistent: set[int] = set()

@@ -12,16 +12,18 @@ import pytest
 from emulator import analytic
 from emulator.profile import Profile
 from emulator.sim import faults as sim_faults
-from emulator.sim.faults import availability_from_events, reconnect_at
+from emulator.sim.faults import reconnect_at
 from emulator.sim.model import Model, SimResult
 from testbed.analysis.qos import broker_uptime
+from testbed.core import availability as core_availability
+from testbed.core.availability import availability_from_events
 from testbed.core.scenario_loader import parse_scenario
 from testbed.faults.schedule import plan_faults
 
 
 @pytest.fixture(autouse=True)
 def restart_two_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sim_faults, "RESTART_S", {"rabbitmq": 2.0, "activemq": 2.0})
+    monkeypatch.setattr(core_availability, "RESTART_S", {"rabbitmq": 2.0, "activemq": 2.0})
 
 
 def run(text: str, rep: int = 0) -> SimResult:

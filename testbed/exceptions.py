@@ -10,6 +10,7 @@ __all__ = [
     "BrokerStartError",
     "BrokerError",
     "ConfigurationError",
+    "FaultError",
 ]
 
 from dataclasses import dataclass
@@ -64,3 +65,7 @@ class BrokerStartError(BackendError):
 
 class BrokerError(MqbedError):
     """A broker operation failed in a way the adapter could not hide."""
+
+
+class FaultError(MqbedError):
+    """A fault could not be validated, planned, injected or healed."""

@@ -29,6 +29,7 @@ from testbed.core.clock import RunClock
 from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
+from testbed.core.seeds import replication_seed
 from testbed.exceptions import ConfigurationError, MqbedError
 from testbed.faults.injector import LocalBrokerFaults
 from testbed.faults.proxy import FaultProxy
@@ -127,7 +128,7 @@ def _replication(
     margin = STARTUP_MARGIN + 0.02 * users + (EXTERNAL_MARGIN if external else 0.0)
     t0_ns = time.time_ns() + int(margin * 1e9)
     clock = RunClock(t0_ns)
-    seed = scenario.seed + 7919 * rep
+    seed = replication_seed(scenario.seed, rep)
     proxy = FaultProxy(seed=seed, api_port=None).start() if needs_proxy(scenario.faults) else None
     links: dict[str, list[str]] = {}
     client_eps: dict[str, BrokerEndpoint] = {}

@@ -1,9 +1,10 @@
 """The scenario's ``faults:`` timeline inside the simulation (MODELS.md §6, issue 6 point 4).
 
 The same episodes as the live run: broker faults and stochastic broker failures come from
-``testbed.faults.schedule.plan_faults`` with the live runner's seed (``scenario.seed + 7919 ×
-replication``), consumer-group stochastic crashes from the workload's per-instance streams, so
-replication *r* of a prediction replays the fault schedule of live replication *r*. Semantics,
+``testbed.core.faultplan.plan_faults``, client crashes and consumer-group stochastic crashes
+from ``plan_crashes`` (the workload's per-instance streams), both with the live runner's seed
+(``testbed.core.seeds.replication_seed``), so replication *r* of a prediction replays the
+fault schedule of live replication *r*. Semantics,
 mirroring the live side (``testbed/faults``, ``testbed/workload``):
 
 - **broker_kill / broker_restart** (and stochastic ``kill``): the broker is down from ``at``
@@ -47,15 +48,13 @@ __all__ = [
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from emulator.sim.consumers import _PROCESSING, Consumer
 from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.producers import Producer
 from testbed.core.availability import restart_seconds
-from testbed.core.scenario_faults import ClientFault, StochasticFault
-from testbed.faults.schedule import plan_faults, stochastic_schedule
+from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
+from testbed.core.seeds import replication_seed
 
 if TYPE_CHECKING:
     from emulator.sim.model import Model
@@ -66,7 +65,6 @@ ACK_SYNC_S = 0.04
 received in about the last 40 ms, and those messages are redelivered after the restart —
 duplicates in the ledger (observed on this machine: 4 duplicates acked in the 22 ms before a
 kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s; a graceful restart forgets none)."""
-LIVE_SEED_STRIDE = 7919  # testbed.run: the live replication r runs with seed + 7919 r
 NAN = float("nan")
 
 
@@ -80,7 +78,7 @@ class FaultSim(ClientFaults):
         self.kernel = model.kernel
         self.rec = model.rec
         self.restart_s = restart_seconds(s.broker.kind)
-        self.seed = s.seed + LIVE_SEED_STRIDE * model.replication
+        self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
         self.killed = False
@@ -223,27 +221,12 @@ class FaultSim(ClientFaults):
             else:
                 at(ep.start, self._broker_fault, ep)
         groups = {c.name: c.count for c in s.consumers}
-        for i, f in enumerate(s.faults):
-            if isinstance(f, ClientFault):
-                at(float(f.at), self._crash, (i, f, None, f.restart_after))
-            elif isinstance(f, StochasticFault) and f.target in groups:
-                for k in range(groups[f.target]):
-                    rng = np.random.default_rng(np.random.SeedSequence([self.seed, 6, i, k]))
-                    for down, up in stochastic_schedule(f, rng, self.stop):
-                        at(down, self._crash, (i, f, k, up - down))
+        for plan in plan_crashes(s, self.seed, groups, self.stop):
+            fault = s.faults[plan.index]
+            at(float(plan.at), self._crash, (plan.index, fault, plan.instance, plan.restart_after))
 
     def event(self, kind: str, target: str, detail: dict[str, Any]) -> None:
         self.rec.event(self.kernel.now, kind, target, detail)
-
-    @staticmethod
-    def base(ep: Any) -> dict[str, Any]:
-        return {
-            "kind": ep.fault,
-            "index": ep.index,
-            "episode": ep.episode,
-            "scheduled": round(ep.start, 6),
-            "params": dict(ep.params),
-        }
 
     # -- broker faults ----------------------------------------------------------------------
 
@@ -255,7 +238,7 @@ class FaultSim(ClientFaults):
             self.kernel.call_at(self.up_at, self._broker_fault, ep)
             return
         node = f"{self.model.scenario.broker.kind}0"
-        detail = {**self.base(ep), "node": node, "action_s": 0.0}
+        detail = {**episode_detail(ep), "node": node, "action_s": 0.0}
         self.event("fault_start", ep.target, detail)
         end = dict(detail, rolled_back=False, clipped=ep.clipped, heal_s=0.0)
         if ep.action in ("kill", "restart", "pause"):

@@ -39,6 +39,7 @@ from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
+from testbed.core.visibility import dead_letter_queue
 
 
 def _begin(ev: Any) -> None:
@@ -135,7 +136,7 @@ class Model:
         for spec in s.topology.queues:
             if spec.visibility is None:
                 continue
-            dlq = spec.visibility.dead_letter_queue or f"{spec.name}.dlq"
+            dlq = dead_letter_queue(spec.name, spec.visibility)
             target = self.queues.get(dlq) or self._queue(dlq, spec.durable)
             self.queues[spec.name].dlq = target
 

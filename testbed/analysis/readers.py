@@ -31,9 +31,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from testbed.control.visibility import DELAY_SUFFIX
 from testbed.core.ledger import compute_ledger
 from testbed.core.records import SCHEMAS, Ledger, read_table
+from testbed.core.visibility import DELAY_SUFFIX
 from testbed.exceptions import ConfigurationError
 
 SIDES = ("measured", "predicted")

@@ -34,6 +34,7 @@ lint: venv
 	$(BIN)/ruff check testbed emulator workloads tests
 	$(BIN)/ruff format --check testbed emulator workloads tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: setup lint
 	$(BIN)/pytest $(PYTEST_PARALLEL)

@@ -40,6 +40,7 @@ from emulator.sim.costs import Costs, derive_costs
 from emulator.sim.summary import Key
 from testbed.core.quantiles import PROBS
 from testbed.core.scenario import ClosedArrival, PoissonArrival, Scenario
+from testbed.core.visibility import dead_letter_probability
 
 
 def _refuse(assumption: str, why: str) -> PredictionError:
@@ -223,7 +224,7 @@ def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
                 pq = None
         latency = to_consumer + wq
     if spec is not None and spec.visibility is not None and fail > 0:
-        rate *= 1.0 - fail**spec.visibility.max_deliveries
+        rate *= 1.0 - dead_letter_probability(fail, spec.visibility.max_deliveries)
     out[("throughput_msg_s", None, None)] = rate
     out[("latency_mean_s", None, None)] = latency
     out[("end_to_end_mean_s", None, None)] = latency + svc + read

@@ -11,7 +11,7 @@ processes when there are several — and writes into ``<out_dir>/predicted/``:
   replications (``replication`` column), exactly the record schemas of a live run;
 - ``ledger.json``: the ledger summed over the replications and, with more than one,
   ``ledger.r<N>.json`` for every N — the same files as ``measured/``
-  (`testbed.observe.ledger.write_ledgers`); the across-replication mean and CI are in
+  (`testbed.core.ledger.write_ledgers`); the across-replication mean and CI are in
   ``summary.json``'s ``ledger`` section;
 - ``summary.json``: per-metric means with 95 % intervals (see ``emulator.sim.summary``).
 
@@ -42,11 +42,11 @@ from emulator.profile import Profile, default_profile, load_profile
 from emulator.sim.model import SimResult
 from emulator.sim.runner import concat_tables, run_replications
 from emulator.sim.summary import replication_metrics, summarize
+from testbed.core.ledger import write_ledgers
+from testbed.core.load import offered_load
 from testbed.core.records import SCHEMAS, Ledger, write_table
 from testbed.core.scenario import Scenario
-from testbed.core.scenario_checks import offered_load
 from testbed.core.scenario_loader import load_scenario
-from testbed.observe.ledger import write_ledgers
 
 METHODS = ("simulate", "analytic")
 

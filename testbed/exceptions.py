@@ -11,6 +11,7 @@ __all__ = [
     "BrokerError",
     "ConfigurationError",
     "AccuracyMiss",
+    "FaultError",
 ]
 
 from dataclasses import dataclass
@@ -70,3 +71,7 @@ class BrokerError(MqbedError):
 class AccuracyMiss(MqbedError):
     """A prediction missed: a whole-run metric outside its target and its measured interval
     (``mqbed bench --suite accuracy`` without ``--report-only``)."""
+
+
+class FaultError(MqbedError):
+    """A fault could not be validated, planned, injected or healed."""

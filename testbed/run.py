@@ -28,9 +28,11 @@ from testbed.backends.provision import node_names, provisioned
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
+from testbed.core.clock import RunClock
 from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
+from testbed.core.seeds import replication_seed
 from testbed.exceptions import ConfigurationError, MqbedError
 from testbed.faults.injector import LocalBrokerFaults
 from testbed.faults.proxy import FaultProxy
@@ -39,11 +41,11 @@ from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.observe.environment import environment
 from testbed.observe.exporter import ExportingPoller, exporter_from_env
 from testbed.observe.ledger import collect_side, user_errors
+from testbed.observe.recorder import Recorder
 from testbed.observe.stats import StatsPoller, make_stats_poller
 from testbed.observe.timeseries import TimeseriesSampler
-from testbed.workload.config import RunClock, WorkerConfig
+from testbed.workload.config import WorkerConfig
 from testbed.workload.launcher import LocustLauncher
-from testbed.workload.recorder import Recorder
 from testbed.workload.scaling import CONTROL_KEY, user_count
 from testbed.workload.topology import all_queue_names, declarations, purge
 
@@ -150,7 +152,7 @@ def _replication(
     margin = STARTUP_MARGIN + 0.02 * users + (EXTERNAL_MARGIN if external else 0.0)
     t0_ns = time.time_ns() + int(margin * 1e9)
     clock = RunClock(t0_ns)
-    seed = scenario.seed + 7919 * rep
+    seed = replication_seed(scenario.seed, rep)
     proxy = FaultProxy(seed=seed, api_port=None).start() if needs_proxy(scenario.faults) else None
     links: dict[str, list[str]] = {}
     client_eps: dict[str, BrokerEndpoint] = {}

@@ -41,7 +41,6 @@ __all__ = [
     "saturation_point",
 ]
 
-from emulator.analytic.elastic import hpa_desired, npp
 from emulator.analytic.mva import MVA, mva_closed, mva_curve, saturation_point
 from emulator.analytic.performability import (
     QOS_LEVELS,
@@ -53,3 +52,4 @@ from emulator.analytic.performability import (
 )
 from emulator.analytic.queues import MM1K, MMN, erlang_b, erlang_c, mm1k, mmn
 from emulator.analytic.tandem import Tandem, jackson_tandem
+from testbed.core.policies.sizing import hpa_desired, npp

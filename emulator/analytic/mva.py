@@ -6,7 +6,7 @@ __all__ = ["MVA", "mva_closed", "mva_curve", "saturation_point"]
 
 from dataclasses import dataclass
 
-from emulator.analytic._checks import count, finite_non_negative, positive
+from testbed.core.argchecks import count, finite_non_negative, positive
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ __all__ = [
 import math
 from dataclasses import dataclass
 
-from emulator.analytic._checks import count, finite_non_negative, positive, probability
 from emulator.analytic.queues import mm1k
+from testbed.core.argchecks import count, finite_non_negative, positive, probability
 
 QOS_LEVELS = ("BE", "PC", "PCM")
 """Best effort; persistent connections; persistent connections and messages."""

@@ -7,7 +7,7 @@ __all__ = ["MMN", "MM1K", "erlang_b", "erlang_c", "mmn", "mm1k"]
 import math
 from dataclasses import dataclass
 
-from emulator.analytic._checks import count, finite_non_negative, fmt, positive
+from testbed.core.argchecks import count, finite_non_negative, fmt, positive
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ __all__ = ["Tandem", "jackson_tandem"]
 
 from dataclasses import dataclass
 
-from emulator.analytic._checks import count, finite_non_negative, fmt, positive
 from emulator.analytic.queues import MMN, mmn
+from testbed.core.argchecks import count, finite_non_negative, fmt, positive
 
 
 @dataclass(frozen=True)

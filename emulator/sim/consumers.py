@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from emulator.sim.recorder import OUTCOME_CODES
+from testbed.core.visibility import dead_letters
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
@@ -214,7 +215,7 @@ class Consumer:
         if epoch != self.epoch:
             return
         q.release(m)
-        if attempt >= q.max_deliveries:
+        if dead_letters(attempt, q.max_deliveries):
             self.record(m, q.idx, self.idx, attempt, start, self.broker.env.now, _DEAD)
             self.broker.dead_letter(q, m)
         else:
@@ -241,7 +242,7 @@ class Consumer:
         if epoch != self.epoch:
             return
         q.release(m)
-        if attempt >= q.max_deliveries:
+        if dead_letters(attempt, q.max_deliveries):
             self.record(m, q.idx, self.idx, attempt, start, done, _DEAD)
             self.broker.dead_letter(q, m)
         else:

@@ -1,14 +1,16 @@
 """The scenario's ``faults:`` timeline inside the simulation (MODELS.md §6, issue 6 point 4).
 
 The same episodes as the live run: broker faults and stochastic broker failures come from
-``testbed.faults.schedule.plan_faults`` with the live runner's seed (``scenario.seed + 7919 ×
-replication``), consumer-group stochastic crashes from the workload's per-instance streams, so
-replication *r* of a prediction replays the fault schedule of live replication *r*. Semantics,
+``testbed.core.faultplan.plan_faults``, client crashes and consumer-group stochastic crashes
+from ``plan_crashes`` (the workload's per-instance streams), both with the live runner's seed
+(``testbed.core.seeds.replication_seed``), so replication *r* of a prediction replays the
+fault schedule of live replication *r*. Semantics,
 mirroring the live side (``testbed/faults``, ``testbed/workload``):
 
 - **broker_kill / broker_restart** (and stochastic ``kill``): the broker is down from ``at``
-  until ``at + duration + RESTART_S[kind]`` (a RabbitMQ start with persistent data takes
-  ~5–8 s; the live ``fault_end``/``broker_up`` rows are written when it is healthy again).
+  until ``at + duration + restart_seconds(kind)`` (``testbed.core.availability``: a RabbitMQ
+  start with persistent data takes ~5–8 s; the live ``fault_end``/``broker_up`` rows are
+  written when it is healthy again).
   Every connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
   ready copies are kept only when the message is persistent *and* the queue durable (they are
   redelivered after the restart, unacked ones as attempt n+1), transient ones are lost;
@@ -39,56 +41,31 @@ from __future__ import annotations
 __all__ = [
     "FaultSim",
     "install_faults",
-    "RESTART_S",
     "ACK_SYNC_S",
     "reconnect_at",
-    "availability_from_events",
 ]
 
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from emulator.sim.consumers import _PROCESSING, Consumer
 from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.producers import Producer
-from testbed.core.scenario_faults import ClientFault, StochasticFault
-from testbed.faults.schedule import plan_faults, stochastic_schedule
+from testbed.core.availability import restart_seconds
+from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
+from testbed.core.seeds import replication_seed
 
 if TYPE_CHECKING:
     from emulator.sim.model import Model
     from emulator.sim.queues import Queue
 
-RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
-"""Broker start-up time after a kill or restart (FACTS.md: RabbitMQ ~5–8 s with persistent
-data, ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
 ACK_SYNC_S = 0.04
 """RabbitMQ makes acks of persistent messages durable lazily: a SIGKILL forgets the acks it
 received in about the last 40 ms, and those messages are redelivered after the restart —
 duplicates in the ledger (observed on this machine: 4 duplicates acked in the 22 ms before a
 kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s; a graceful restart forgets none)."""
-LIVE_SEED_STRIDE = 7919  # testbed.run: the live replication r runs with seed + 7919 r
 NAN = float("nan")
-
-
-def availability_from_events(
-    events: Any, start: float, end: float, target: str = "broker"
-) -> float:
-    """Fraction of ``[start, end]`` the target was up, from ``broker_down``/``broker_up`` rows
-    (a pandas frame with ``t``, ``kind``, ``target``)."""
-    ev = events[(events.target == target) & events.kind.isin(["broker_down", "broker_up"])]
-    down, since = 0.0, None
-    for row in ev.sort_values("t").itertuples():
-        if row.kind == "broker_down" and since is None:
-            since = max(float(row.t), start)
-        elif row.kind == "broker_up" and since is not None:
-            down += max(0.0, min(float(row.t), end) - since)
-            since = None
-    if since is not None:
-        down += max(0.0, end - since)
-    return 1.0 - down / (end - start) if end > start else 1.0
 
 
 class FaultSim(ClientFaults):
@@ -100,8 +77,8 @@ class FaultSim(ClientFaults):
         self.b = b = model.broker
         self.kernel = model.kernel
         self.rec = model.rec
-        self.restart_s = RESTART_S.get(s.broker.kind, 6.0)
-        self.seed = s.seed + LIVE_SEED_STRIDE * model.replication
+        self.restart_s = restart_seconds(s.broker.kind)
+        self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
         self.killed = False
@@ -245,27 +222,12 @@ class FaultSim(ClientFaults):
             else:
                 at(ep.start, self._broker_fault, ep)
         groups = {c.name: c.count for c in s.consumers}
-        for i, f in enumerate(s.faults):
-            if isinstance(f, ClientFault):
-                at(float(f.at), self._crash, (i, f, None, f.restart_after))
-            elif isinstance(f, StochasticFault) and f.target in groups:
-                for k in range(groups[f.target]):
-                    rng = np.random.default_rng(np.random.SeedSequence([self.seed, 6, i, k]))
-                    for down, up in stochastic_schedule(f, rng, self.stop):
-                        at(down, self._crash, (i, f, k, up - down))
+        for plan in plan_crashes(s, self.seed, groups, self.stop):
+            fault = s.faults[plan.index]
+            at(float(plan.at), self._crash, (plan.index, fault, plan.instance, plan.restart_after))
 
     def event(self, kind: str, target: str, detail: dict[str, Any]) -> None:
         self.rec.event(self.kernel.now, kind, target, detail)
-
-    @staticmethod
-    def base(ep: Any) -> dict[str, Any]:
-        return {
-            "kind": ep.fault,
-            "index": ep.index,
-            "episode": ep.episode,
-            "scheduled": round(ep.start, 6),
-            "params": dict(ep.params),
-        }
 
     # -- broker faults ----------------------------------------------------------------------
 
@@ -277,7 +239,7 @@ class FaultSim(ClientFaults):
             self.kernel.call_at(self.up_at, self._broker_fault, ep)
             return
         node = f"{self.model.scenario.broker.kind}0"
-        detail = {**self.base(ep), "node": node, "action_s": 0.0}
+        detail = {**episode_detail(ep), "node": node, "action_s": 0.0}
         self.event("fault_start", ep.target, detail)
         end = dict(detail, rolled_back=False, clipped=ep.clipped, heal_s=0.0)
         if ep.action in ("kill", "restart", "pause"):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from emulator.sim.consumers import Consumer
 from emulator.sim.faults_clients import reconnect_at
 from emulator.sim.producers import Producer
+from testbed.core.faultplan import episode_detail
 
 if TYPE_CHECKING:
     from emulator.sim.faults import FaultSim
@@ -93,7 +94,7 @@ class NetFaults:
 
     def _detail(self, ep: Any, modelled: bool) -> dict[str, Any]:
         return {
-            **self.fs.base(ep),
+            **episode_detail(ep),
             "links": list(SIDES[ep.target]),
             "toxics": [t["name"] for t in ep.toxics],
             "modelled": modelled,

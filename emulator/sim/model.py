@@ -36,11 +36,12 @@ from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
 from emulator.sim.recorder import Recorder
 from testbed.core.arrivals import schedule
+from testbed.core.ledger import compute_ledger
+from testbed.core.load import arrival_mean_rate, offered_load
 from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
-from testbed.core.scenario_checks import arrival_mean_rate, offered_load
-from testbed.observe.ledger import compute_ledger
+from testbed.core.visibility import dead_letter_queue
 
 
 def _begin(ev: Any) -> None:
@@ -154,7 +155,7 @@ class Model:
         for spec in s.topology.queues:
             if spec.visibility is None:
                 continue
-            dlq = spec.visibility.dead_letter_queue or f"{spec.name}.dlq"
+            dlq = dead_letter_queue(spec.name, spec.visibility)
             target = self.queues.get(dlq) or self._queue(dlq, spec.durable)
             self.queues[spec.name].dlq = target
 

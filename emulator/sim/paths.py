@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.core.load import arrival_mean_rate
 from testbed.core.scenario import Scenario
-from testbed.core.scenario_checks import arrival_mean_rate
 
 
 @dataclass

@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from testbed.core.ledger import codes, message_index
 from testbed.core.records import Ledger
-from testbed.observe.ledger import codes, message_index
 
 Key = tuple[str, str | None, str | None]  # (metric, queue, flow)
 

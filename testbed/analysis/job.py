@@ -251,6 +251,7 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
                 for r in bounds_pd.itertuples()
             },
             "prediction_method": (predicted_summary or {}).get("method"),
+            "profile": (predicted_summary or {}).get("profile"),
         },
     )
     summary = build_summary(inputs)

@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 
 from emulator import analytic
-from emulator.sim.faults import RESTART_S, availability_from_events
 from testbed.analysis.stats import t_interval
+from testbed.core.availability import availability_from_events, restart_seconds
+from testbed.core.load import arrival_mean_rate
 from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
-from testbed.core.scenario_checks import arrival_mean_rate
 from testbed.core.scenario_faults import StochasticFault
 
 DEFAULT_K = 10_000
@@ -82,7 +82,7 @@ def closed_form_inputs(s: Scenario) -> dict[str, Any] | None:
     lam = sum((arrival_mean_rate(p.arrival) or 0.0) * p.count for p in s.producers)
     mu = sum(c.count / float(c.service_time.mean) for c in s.consumers)
     k = s.topology.queues[0].max_length or DEFAULT_K
-    restart = RESTART_S.get(s.broker.kind, 6.0)
+    restart = restart_seconds(s.broker.kind)
     m = c = analytic.availability(0.0, 0.0, 1.0, 1.0, 1.0)
     if broker is not None:
         r = restart if broker.mode != "pause" else 0.0

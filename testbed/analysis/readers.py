@@ -31,10 +31,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from testbed.control.visibility import DELAY_SUFFIX
+from testbed.core.ledger import compute_ledger
 from testbed.core.records import SCHEMAS, Ledger, read_table
+from testbed.core.visibility import DELAY_SUFFIX
 from testbed.exceptions import ConfigurationError
-from testbed.observe.ledger import compute_ledger
 
 SIDES = ("measured", "predicted")
 
@@ -152,7 +152,7 @@ def read_ledgers(side_dir: Path, replications: list[int]) -> list[Ledger]:
     """Per-replication ledgers of one side, in replication order.
 
     Both sides write ``ledger.r<N>.json`` (and a summed ``ledger.json``) with several
-    replications and only ``ledger.json`` with one (`testbed.observe.ledger.write_ledgers`).
+    replications and only ``ledger.json`` with one (`testbed.core.ledger.write_ledgers`).
     A missing file is recomputed from the tables.
     """
     side_dir = Path(side_dir)

@@ -37,12 +37,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from testbed.core.clock import RunClock
 from testbed.core.policies import Autoscaler, Decision, Observation, QueueObservation
 from testbed.core.policies import make_autoscaler as _make
 from testbed.core.scenario import Scenario
+from testbed.observe.recorder import Recorder
 from testbed.observe.stats import BrokerStats, StatsPoller
-from testbed.workload.config import RunClock
-from testbed.workload.recorder import Recorder
 
 log = logging.getLogger(__name__)
 TICK = 0.1

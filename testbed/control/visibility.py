@@ -28,42 +28,26 @@ After `max_deliveries` attempts the copy goes to the dead-letter queue (``<queue
 Every expiry is an ``events`` row of kind ``visibility_timeout``, stamped with the time the
 message became visible again. Ordering is out-of-order (copies go to the tail), the MODELS.md
 default. The policy (which attempt dead-letters, when leases expire) is the pure
-:class:`testbed.core.policies.LeaseBook`; this module acts on its decisions.
+:class:`testbed.core.policies.LeaseBook` and the rules of :mod:`testbed.core.visibility` (also
+the queue names), shared with the simulator; this module acts on its decisions.
 """
 
 from __future__ import annotations
 
-__all__ = ["VisibilityController", "dead_letter_queue_of", "delay_queue_of"]
+__all__ = ["VisibilityController"]
 
 import heapq
 from collections.abc import Callable
 from typing import Any
 
 from testbed.brokers.base import Delivery
+from testbed.core.clock import RunClock
 from testbed.core.policies import LeaseBook
-from testbed.core.scenario import Scenario
-from testbed.workload.config import RunClock
-from testbed.workload.recorder import Recorder
+from testbed.observe.recorder import Recorder
 
 Requeue = Callable[[Delivery, int, str, float], None]
 """(delivery, attempt of the copy, target queue, delay s) -> publish the copy, invisible for
 `delay` seconds; the controller then acks the original."""
-
-
-def dead_letter_queue_of(scenario: Scenario, queue: str) -> str | None:
-    """Where `queue` dead-letters exhausted messages (None without a visibility timeout)."""
-    q = scenario.queue(queue)
-    if q is None or q.visibility is None:
-        return None
-    return q.visibility.dead_letter_queue or f"{queue}.dlq"
-
-
-DELAY_SUFFIX = ".vt-delay"
-
-
-def delay_queue_of(queue: str) -> str:
-    """RabbitMQ's holding queue for failed attempts of `queue` (TTL = VT, dead-letters back)."""
-    return f"{queue}{DELAY_SUFFIX}"
 
 
 class VisibilityController:

@@ -38,8 +38,9 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from testbed.exceptions import FaultError
 from testbed.faults.link import LOOPBACK
-from testbed.faults.toxics import ConflictError, FaultError, NotFoundError, ToxicError
+from testbed.faults.toxics import ConflictError, NotFoundError, ToxicError
 
 if TYPE_CHECKING:
     from testbed.faults.proxy import ProxyCore

@@ -40,8 +40,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from testbed.exceptions import MqbedError
-from testbed.faults.toxics import FaultError
+from testbed.exceptions import FaultError, MqbedError
 
 if TYPE_CHECKING:
     from testbed.backends.local import LocalBackend

@@ -30,9 +30,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from testbed.exceptions import FaultError
 from testbed.faults.api import ApiServer
 from testbed.faults.link import LOOPBACK, Link, listening_socket
-from testbed.faults.toxics import ConflictError, FaultError, NotFoundError, ToxicError
+from testbed.faults.toxics import ConflictError, NotFoundError, ToxicError
 
 
 class ProxyCore:

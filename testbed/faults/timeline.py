@@ -1,6 +1,6 @@
 """The fault timeline of a live run: `FaultRunner` executes the scenario's `faults:` on one clock.
 
-The episodes come from `testbed.faults.schedule.plan_faults` (pure and seeded, so the simulator
+The episodes come from `testbed.core.faultplan.plan_faults` (pure and seeded, so the simulator
 plans the same ones). The runner executes them in background threads — one per scenario
 fault, so a slow broker restart never delays another fault — and records each start and end as
 ``events`` rows:
@@ -31,8 +31,6 @@ __all__ = [
     "ProxyControl",
     "FaultRunner",
     "proxied_endpoints",
-    "stochastic_schedule",
-    "plan_faults",
 ]
 
 import atexit
@@ -45,15 +43,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.core.faultplan import Episode, episode_detail, plan_faults
+from testbed.exceptions import FaultError
 from testbed.faults.injector import BrokerFaults
-from testbed.faults.schedule import (
-    Episode,
-    check_faults,
-    links_for,
-    plan_faults,
-    stochastic_schedule,
-)
-from testbed.faults.toxics import FaultError, NotFoundError
+from testbed.faults.schedule import check_faults, links_for
+from testbed.faults.toxics import NotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +264,7 @@ class FaultRunner:
         except Exception as exc:
             self._error("start", ep.target, f"{ep.fault}: {exc}")
             return None
-        detail = {**_base(ep), **more}
+        detail = {**episode_detail(ep), **more}
         healed = threading.Event()
 
         def heal() -> None:
@@ -311,7 +305,7 @@ class FaultRunner:
             self.clock.now(),
             "fault_start",
             ep.target,
-            {**_base(ep), **more, "action_s": round(time.monotonic() - t0, 3)},
+            {**episode_detail(ep), **more, "action_s": round(time.monotonic() - t0, 3)},
         )
         return (lambda: _remove_toxics(proxy, added)), more
 
@@ -337,7 +331,7 @@ class FaultRunner:
             do()
         now = self.clock.now()
         more = {"node": node}
-        start = {**_base(ep), **more, "action_s": round(time.monotonic() - t0, 3)}
+        start = {**episode_detail(ep), **more, "action_s": round(time.monotonic() - t0, 3)}
         self._record(now, "fault_start", ep.target, start)
         if ep.action in ("kill", "pause", "restart"):
             self._record(now, "broker_down", ep.target, {"node": node, "kind": ep.fault})
@@ -364,16 +358,6 @@ class FaultRunner:
         with self._lock:
             self.errors.append(f"{phase} {target}: {message}")
         self._record(self.clock.now(), "fault_error", target, {"phase": phase, "error": message})
-
-
-def _base(ep: Episode) -> dict[str, Any]:
-    return {
-        "kind": ep.fault,
-        "index": ep.index,
-        "episode": ep.episode,
-        "scheduled": round(ep.start, 6),
-        "params": dict(ep.params),
-    }
 
 
 def _remove_toxics(proxy: ProxyControl, added: list[tuple[str, str]]) -> None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 __all__ = [
     "BandwidthToxic",
-    "FaultError",
     "ToxicError",
     "NotFoundError",
     "ConflictError",
@@ -61,11 +60,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from testbed.exceptions import MqbedError
-
-
-class FaultError(MqbedError):
-    """A fault could not be validated, injected or healed."""
+from testbed.exceptions import FaultError
 
 
 class ToxicError(FaultError, ValueError):

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed.core.clock import RunClock
 from testbed.core.records import RecordWriter
 from testbed.observe.stats import BrokerStats, StatsPoller
-from testbed.workload.config import RunClock
 
 log = logging.getLogger(__name__)
 

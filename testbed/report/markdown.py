@@ -16,6 +16,26 @@ from testbed.report.verdict import fmt_value, status_text, verdict_rows
 HEADLINE = ["throughput_msg_s", "latency_p50_s", "latency_p95_s", "queue_depth_mean", "losses"]
 
 
+def profile_line(summary: dict[str, Any]) -> str:
+    """Which calibration profile the prediction used, where and when it was measured."""
+    p = summary.get("profile") or {}
+    if not p:
+        return ""
+    cp = p.get("client_path") or {}
+    where = f"`{p['path']}` ({p.get('origin', '?')})" if p.get("path") else p.get("source", "?")
+    text = f"Prediction profile: {where}, {p.get('broker', {}).get('kind', '')} " + (
+        f"{p.get('broker', {}).get('version', '')}"
+    )
+    if cp:
+        text += (
+            f"; client path ({cp.get('client')}) measured on {cp.get('hostname') or cp.get('host')}"
+            f" at {cp.get('date')}"
+        )
+    else:
+        text += f"; no measured client path (profile of {p.get('host')}, {p.get('date')})"
+    return text + "."
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     """The whole-run verdict table (and per-queue rows when there are several queues)."""
     lines = [
@@ -33,6 +53,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"| {r.label} | {r.queue} | {r.measured} | {r.measured_ci} | {r.predicted} | "
             f"{r.error} | {r.criterion} | {r.mark} |"
         )
+    profile = profile_line(summary)
+    if profile:
+        lines += ["", profile]
     w = summary.get("windows") or {}
     if w.get("mape") is not None or w.get("pearson_r") is not None:
         mape = "–" if w.get("mape") is None else f"{w['mape']:.1%}"

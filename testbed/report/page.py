@@ -17,6 +17,7 @@ import pandas as pd
 
 from testbed.analysis.job import RunAnalysis
 from testbed.core.records import Ledger
+from testbed.report.markdown import profile_line
 from testbed.report.plots import cdf_plot, time_plots
 from testbed.report.qos_table import qos_note, qos_rows
 from testbed.report.verdict import fmt_value, status_text, verdict_rows
@@ -146,6 +147,7 @@ def render_report(analysis: RunAnalysis) -> str:
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         window_s=s.get("windows", {}).get("window_s"),
         status=status_text(s),
+        profile_line=profile_line(s),
         status_class={"pass": "pass", "fail": "fail"}.get(status, "none"),
         verdict=verdict_rows(s, overall_only=True),
         per_queue=per_queue,

@@ -2,16 +2,15 @@
 
 `mqbed run` writes it into the run directory and points ``MQBED_RUN_CONFIG`` at it; the
 locustfile reads it. Times are on one clock: `t0_ns` is the workload start (t=0) in
-``time.time_ns()`` units, shared by every process on the host.
+``time.time_ns()`` units, shared by every process on the host (`testbed.core.clock.RunClock`).
 """
 
 from __future__ import annotations
 
-__all__ = ["WorkerConfig", "RunClock", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT"]
+__all__ = ["WorkerConfig", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT"]
 
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,16 +56,3 @@ class WorkerConfig:
                 "the run configuration and points the variable at it"
             )
         return cls.read(path)
-
-
-@dataclass(frozen=True)
-class RunClock:
-    """Seconds since the workload start, from the shared `t0_ns`."""
-
-    t0_ns: int
-
-    def now(self) -> float:
-        return (time.time_ns() - self.t0_ns) / 1e9
-
-    def of_ns(self, t_ns: int) -> float:
-        return (t_ns - self.t0_ns) / 1e9

@@ -33,16 +33,14 @@ from testbed.brokers.base import (
     Destination,
     Producer,
 )
-from testbed.control.visibility import (
-    VisibilityController,
-    dead_letter_queue_of,
-    delay_queue_of,
-)
+from testbed.control.visibility import VisibilityController
+from testbed.core.clock import RunClock
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
-from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE, RunClock
+from testbed.core.visibility import dead_letter_queue, delay_queue_of
+from testbed.observe.recorder import Recorder
+from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.producer import body_of
-from testbed.workload.recorder import Recorder
 
 
 class ConsumerLoop:
@@ -83,7 +81,7 @@ class ConsumerLoop:
             self.visibility = VisibilityController(
                 vis.timeout,
                 vis.max_deliveries,
-                dead_letter_queue_of(scenario, spec.queue) or f"{spec.queue}.dlq",
+                dead_letter_queue(spec.queue, vis),
                 clock,
                 recorder,
                 instance,

@@ -11,23 +11,19 @@ The schedule comes from the scenario: each ``consumer_crash``/``producer_crash``
 ``count`` instances of its group *in each Locust process* (with `workers: N`, up to N × count);
 a ``stochastic`` fault whose target is a consumer group gives each instance its own
 failure/repair episodes (exponential MTTF/MTTR, see
-:func:`testbed.faults.schedule.stochastic_schedule`).
+:func:`testbed.core.faultplan.plan_crashes`, shared with the simulator).
 Every crash and restart is an ``events`` row (``fault_start``/``fault_end``).
 """
 
 from __future__ import annotations
 
-__all__ = ["ClientCrash", "CrashPlan", "plan_crashes", "run_crash_plan"]
+__all__ = ["ClientCrash", "run_crash_plan"]
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from testbed.core.scenario import Scenario
-from testbed.core.scenario_faults import ClientFault, StochasticFault
+from testbed.core.faultplan import CrashPlan
 
 
 class ClientCrash(BaseException):
@@ -41,35 +37,6 @@ class ClientCrash(BaseException):
         super().__init__(kind)
         self.kind = kind
         self.restart_after = restart_after
-
-
-@dataclass(frozen=True, order=True)
-class CrashPlan:
-    at: float
-    group: str
-    kind: str  # consumer_crash | producer_crash
-    instance: int | None  # None: the first `count` live instances
-    count: int
-    restart_after: float | None
-
-
-def plan_crashes(
-    scenario: Scenario, seed: int, instances: dict[str, int], stop: float
-) -> list[CrashPlan]:
-    """The crash timeline of one process. `instances` maps a group to its local count."""
-    from testbed.faults.schedule import stochastic_schedule
-
-    plans: list[CrashPlan] = []
-    consumers = {c.name for c in scenario.consumers}
-    for i, f in enumerate(scenario.faults):
-        if isinstance(f, ClientFault):
-            plans.append(CrashPlan(f.at, f.target, f.kind, None, f.count, f.restart_after))
-        elif isinstance(f, StochasticFault) and f.target in consumers:
-            for k in range(instances.get(f.target, 0)):
-                rng = np.random.default_rng(np.random.SeedSequence([seed, 6, i, k]))
-                for down, up in stochastic_schedule(f, rng, stop):
-                    plans.append(CrashPlan(down, f.target, "consumer_crash", k, 1, up - down))
-    return sorted(plans)
 
 
 def run_crash_plan(

@@ -20,12 +20,14 @@ import numpy as np
 from locust import events
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.core.clock import RunClock
+from testbed.core.faultplan import plan_crashes
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
-from testbed.workload.config import RunClock, WorkerConfig
-from testbed.workload.crashes import plan_crashes, run_crash_plan
-from testbed.workload.recorder import Recorder
+from testbed.observe.recorder import Recorder
+from testbed.workload.config import WorkerConfig
+from testbed.workload.crashes import run_crash_plan
 from testbed.workload.scaling import CONTROL_KEY, ScaleControl
 
 
@@ -100,11 +102,13 @@ class Process:
 
             counts = {c.name: c.count for c in self.scenario.consumers}
             counts.update({p.name: p.count for p in self.scenario.producers})
-            plans = plan_crashes(
-                self.scenario,
-                self.config.seed + self.worker_index,
-                counts,
-                self.config.stop_producers_at,
+            plans = sorted(
+                plan_crashes(
+                    self.scenario,
+                    self.config.seed + self.worker_index,
+                    counts,
+                    self.config.stop_producers_at,
+                )
             )
             self.crash_greenlet = gevent.spawn(
                 run_crash_plan,

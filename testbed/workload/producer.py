@@ -31,10 +31,11 @@ from testbed.brokers.base import (
     Producer,
 )
 from testbed.core.arrivals import schedule
+from testbed.core.clock import RunClock
 from testbed.core.scenario import ClosedArrival, ProducerSpec
-from testbed.workload.config import HDR_TYPE, RunClock
+from testbed.observe.recorder import Recorder
+from testbed.workload.config import HDR_TYPE
 from testbed.workload.crashes import ClientCrash
-from testbed.workload.recorder import Recorder
 
 _PAD = b"m" * (1 << 20)
 

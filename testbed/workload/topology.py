@@ -7,8 +7,8 @@ __all__ = ["declarations", "all_queue_names", "purge"]
 import time
 
 from testbed.brokers.base import BindingDecl, BrokerAdapter, Declaration, ExchangeDecl, QueueDecl
-from testbed.control.visibility import dead_letter_queue_of, delay_queue_of
 from testbed.core.scenario import Scenario
+from testbed.core.visibility import dead_letter_queue_of, delay_queue_of
 
 
 def declarations(scenario: Scenario) -> list[Declaration]:

@@ -20,12 +20,12 @@ from pydantic import TypeAdapter
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.brokers import Confirm, QueueDecl, make_adapter
+from testbed.core.clock import RunClock
 from testbed.core.scenario_faults import Fault
 from testbed.faults.injector import LocalBrokerFaults, UnsupportedFault
 from testbed.faults.proxy import FaultProxy
 from testbed.faults.timeline import FaultRunner, proxied_endpoints
-from testbed.workload.config import RunClock
-from testbed.workload.recorder import Recorder
+from testbed.observe.recorder import Recorder
 
 from .conftest import start_or_fail
 from .faultkit import DURABLE_SETTLE_S, Drainer, publish_paced

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from testbed.core.ledger import compute_ledger, write_ledgers
 from testbed.core.records import (
     DELIVERIES,
     MESSAGES,
@@ -16,7 +17,6 @@ from testbed.core.records import (
     merge_parts,
     read_table,
 )
-from testbed.observe.ledger import compute_ledger, write_ledgers
 
 
 def _messages(rows: list[tuple[str, float | None]]) -> pa.Table:

@@ -13,10 +13,10 @@ import pytest
 from emulator.profile import default_profile
 from emulator.sim.model import Model
 from testbed.control.autoscaler import LiveAutoscaler
+from testbed.core.clock import RunClock
 from testbed.core.scenario_loader import load_scenario
+from testbed.observe.recorder import Recorder
 from testbed.observe.stats import BrokerStats, QueueStats
-from testbed.workload.config import RunClock
-from testbed.workload.recorder import Recorder
 from testbed.workload.scaling import AliasRouter, ScaleControl, user_count
 
 LIB = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"

@@ -1,10 +1,18 @@
-"""Visibility-timeout leases with plain numbers (MODELS.md §4)."""
+"""Visibility-timeout leases with plain numbers and the shared visibility rules (MODELS.md §4)."""
 
 from __future__ import annotations
 
 import pytest
 
 from testbed.core.policies import LeaseBook
+from testbed.core.scenario_loader import parse_scenario
+from testbed.core.visibility import (
+    DELAY_SUFFIX,
+    dead_letter_probability,
+    dead_letter_queue_of,
+    dead_letters,
+    delay_queue_of,
+)
 
 
 def test_lease_expires_after_timeout_and_redelivers() -> None:
@@ -58,3 +66,32 @@ def test_bad_arguments_name_the_value() -> None:
     book = LeaseBook(1.0, 2)
     with pytest.raises(KeyError, match="no live lease for delivery 'x'"):
         book.extend("x", 1.0, now=0.0)
+
+
+def test_visibility_rules_shared_by_live_and_simulated_consumers() -> None:
+    assert [dead_letters(a, 3) for a in (1, 2, 3, 4)] == [False, False, True, True]
+    book = LeaseBook(timeout=1.0, max_deliveries=3)
+    assert [book.decide(a) for a in (2, 3)] == ["redeliver", "dead_letter"]
+    # a message is dead-lettered iff all max_deliveries attempts failed
+    assert dead_letter_probability(0.5, 3) == pytest.approx(0.125)
+    s, issues = parse_scenario(VT_QUEUES)
+    assert s is not None, [str(i) for i in issues]
+    assert dead_letter_queue_of(s, "jobs") == "jobs.dlq"
+    assert dead_letter_queue_of(s, "named") == "graveyard"
+    assert dead_letter_queue_of(s, "plain") is None
+    assert delay_queue_of("jobs") == "jobs.vt-delay" and "jobs.vt-delay".endswith(DELAY_SUFFIX)
+
+
+VT_QUEUES = """
+name: vt-names
+duration: 10s
+topology:
+  queues:
+    - {name: jobs, visibility: {timeout: 1s}}
+    - {name: named, visibility: {timeout: 1s, dead_letter_queue: graveyard}}
+    - {name: plain}
+producers:
+  - {name: p, queue: jobs, arrival: {kind: constant, rate: 1/s}, size: 10B}
+consumers:
+  - {name: c, queue: jobs, service_time: {kind: deterministic, value: 1ms}}
+"""

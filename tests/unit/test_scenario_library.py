@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.core.scenario_checks import offered_load
+from testbed.core.load import offered_load
 from testbed.core.scenario_loader import load_scenario, validate_file
 
 LIBRARY = sorted((Path(__file__).resolve().parents[2] / "workloads").glob("*/*.yaml"))

@@ -12,16 +12,19 @@ import pytest
 from emulator import analytic
 from emulator.profile import Profile
 from emulator.sim import faults as sim_faults
-from emulator.sim.faults import availability_from_events, reconnect_at
+from emulator.sim.faults import reconnect_at
 from emulator.sim.model import Model, SimResult
 from testbed.analysis.qos import broker_uptime
+from testbed.core import availability as core_availability
+from testbed.core.availability import availability_from_events
+from testbed.core.faultplan import plan_crashes, plan_faults
 from testbed.core.scenario_loader import parse_scenario
-from testbed.faults.schedule import plan_faults
+from testbed.core.seeds import replication_seed
 
 
 @pytest.fixture(autouse=True)
 def restart_two_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sim_faults, "RESTART_S", {"rabbitmq": 2.0, "activemq": 2.0})
+    monkeypatch.setattr(core_availability, "RESTART_S", {"rabbitmq": 2.0, "activemq": 2.0})
 
 
 def run(text: str, rep: int = 0) -> SimResult:
@@ -313,3 +316,33 @@ def test_a_kill_forgets_the_acks_of_its_last_40_ms_a_restart_none() -> None:
         assert crashed <= 1
         assert (res.ledger.duplicated, res.ledger.lost) == (duplicates, 0), kind
         assert res.ledger.redeliveries == duplicates + crashed
+
+
+CRASHES = """
+name: crashes
+seed: 4
+duration: 300s
+drain_timeout: 5s
+topology:
+  queues: [{name: q}]
+producers:
+  - {name: p, queue: q, arrival: {kind: constant, rate: 1/s}, size: 100B}
+consumers:
+  - {name: c, queue: q, count: 2, service_time: {kind: deterministic, value: 1ms}}
+faults:
+  - {kind: stochastic, target: c, mttf: 20s, mttr: 2s}
+"""
+
+
+def test_consumer_crashes_replay_the_live_workload_plan() -> None:
+    # replication 1: the simulator must use the live runner's replication seed, not s.seed
+    s, _ = parse_scenario(CRASHES)
+    assert s is not None
+    ev = Model(s, Profile.zero(), 1).run().tables["events"].to_pandas()
+    starts = ev[(ev.kind == "fault_start") & (ev.target == "c")]
+    plans = sorted(plan_crashes(s, replication_seed(s.seed, 1), {"c": 2}, float(s.duration)))
+    assert len(starts) == len(plans) > 10
+    assert np.allclose(starts.t.to_numpy(), [p.at for p in plans])
+    victims = [json.loads(d)["instances"] for d in starts.detail]
+    assert victims == [[f"c-{p.instance}"] for p in plans]
+    assert plans != sorted(plan_crashes(s, s.seed, {"c": 2}, float(s.duration)))

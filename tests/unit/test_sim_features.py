@@ -284,8 +284,8 @@ def test_ledger_from_hand_built_tables() -> None:
     """The ledger definition on string ids: duplicates per queue, fan-out, unexpected, ..."""
     import pyarrow as pa
 
+    from testbed.core.ledger import compute_ledger
     from testbed.core.records import DELIVERIES, MESSAGES
-    from testbed.observe.ledger import compute_ledger
 
     nan = None
     messages = pa.Table.from_pylist(

@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
+from testbed.core.faultplan import network_toxics, plan_faults, stochastic_schedule
 from testbed.core.scenario_faults import Fault
+from testbed.exceptions import FaultError
 from testbed.faults.injector import supported
-from testbed.faults.schedule import (
-    check_faults,
-    links_for,
-    needs_proxy,
-    network_toxics,
-    plan_faults,
-    stochastic_schedule,
-)
-from testbed.faults.toxics import Chunk, FaultError, ToxicError, applies, make_toxic, parse_toxic
+from testbed.faults.schedule import check_faults, links_for, needs_proxy
+from testbed.faults.toxics import Chunk, ToxicError, applies, make_toxic, parse_toxic
 
 FAULT = TypeAdapter(Fault)
 

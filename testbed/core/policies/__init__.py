@@ -8,6 +8,7 @@ The same objects run in the live control loops (`testbed/control/`) and inside t
   (MODELS.md §7): *when* a consumer the policy asked for can take messages.
 - :mod:`.scaling` — target tracking (HPA/KEDA) and step/threshold policies (MODELS.md §8).
 - :mod:`.elastic` — elastic load-balanced queues with forwarding ratios (MODELS.md §7).
+- :mod:`.sizing` — the closed forms they size with: NPP and the HPA/KEDA replica formula.
 - :mod:`.autoscaler` — one policy + its provisioner behind ``decide(observation, now)``.
 """
 

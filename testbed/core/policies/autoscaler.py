@@ -18,6 +18,7 @@ from testbed.core.policies.elastic import ElasticQueuesPolicy
 from testbed.core.policies.observation import Observation
 from testbed.core.policies.provisioning import Provisioner, Start
 from testbed.core.policies.scaling import StepPolicy, TargetTrackingPolicy
+from testbed.core.policies.sizing import npp
 
 if TYPE_CHECKING:
     from testbed.core.scenario import Scenario
@@ -196,8 +197,6 @@ def pool_size(spec: Autoscaling) -> int:
         return spec.preprovisioned
     if spec.sla_delta is None:
         return 0
-    from emulator.analytic.elastic import npp
-
     return npp(spec.sla_delta, float(spec.startup_delay), float(spec.vm_capacity))
 
 

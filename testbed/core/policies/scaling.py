@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.core.policies.observation import Observation
+from testbed.core.policies.sizing import hpa_desired
 
 METRICS = ("queue_length", "publish_rate", "drain_time", "rate_ratio")
 
@@ -117,8 +118,6 @@ class TargetTrackingPolicy:
 
     def raw_desired(self, value: float, current: int) -> tuple[int, str]:
         """HPA's formula before min/max and stabilisation: (replicas, reason)."""
-        from emulator.analytic.elastic import hpa_desired
-
         if current == 0:
             return (1, "activate") if value > 0 else (0, "idle")
         if math.isinf(value):

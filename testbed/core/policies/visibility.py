@@ -6,7 +6,7 @@ The same objects run in the live control loops (`testbed/control/`) and inside t
 Visibility timeout (MODELS.md §4): :class:`LeaseBook` keeps one lease per in-flight delivery.
 A lease starts when the broker dispatches an attempt; acking settles it; when it expires the
 message must become visible again (``redeliver``) or, once `max_deliveries` attempts have been
-made, go to the dead-letter queue (``dead_letter``).
+made, go to the dead-letter queue (``dead_letter``): `testbed.core.visibility.dead_letters`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ __all__ = ["Lease", "LeaseBook", "VisibilityAction"]
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from testbed.core.visibility import dead_letters
 
 VisibilityAction = Literal["redeliver", "dead_letter"]
 
@@ -87,7 +89,7 @@ class LeaseBook:
 
     def decide(self, attempt: int) -> VisibilityAction:
         """After attempt number `attempt` (1-based) timed out: try again or give up."""
-        return "dead_letter" if attempt >= self.max_deliveries else "redeliver"
+        return "dead_letter" if dead_letters(attempt, self.max_deliveries) else "redeliver"
 
     def _prune(self) -> None:
         while self._heap and self._live.get(self._heap[0].key) is not self._heap[0]:

@@ -1,4 +1,5 @@
-"""Argument checks shared by the closed forms; messages name the condition and the numbers."""
+"""Argument checks shared by the closed forms (`emulator.analytic`) and the sizing rules the
+policies use (`testbed.core.policies.sizing`); messages name the condition and the numbers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Elastic pre-provisioning and the HPA/KEDA replica formula (MODELS.md §7, §8)."""
+"""Elastic pre-provisioning and the HPA/KEDA replica formula (MODELS.md §7, §8).
+
+Closed forms the live and simulated autoscalers both decide with; `emulator.analytic`
+re-exports them beside the other closed forms."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ __all__ = ["hpa_desired", "npp"]
 
 import math
 
-from emulator.analytic._checks import count, finite_non_negative, positive
+from testbed.core.argchecks import count, finite_non_negative, positive
 
 _EPS = 1e-9  # relative slack so that 3.0000000000000004 rounds up to 3, not 4
 

@@ -1,0 +1,42 @@
+"""Broker availability: the start-up time a killed or restarted broker needs, and the fraction
+of a window a target was up according to a run's ``broker_down``/``broker_up`` events.
+
+One definition for the simulator (`emulator.sim.faults` keeps the broker down for the outage
+plus `restart_seconds`), the closed-form QoS inputs (`testbed.analysis.qos`) and the measured
+and simulated availability figures computed from the events of either side.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RESTART_S", "restart_seconds", "availability_from_events"]
+
+from typing import Any
+
+RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
+"""Broker start-up time after a kill or restart (RabbitMQ ~5–8 s with persistent data,
+ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
+DEFAULT_RESTART_S = 6.0
+"""For a broker kind without a figure of its own."""
+
+
+def restart_seconds(kind: str) -> float:
+    """Start-up time of broker ``kind`` after a kill or restart (see `RESTART_S`)."""
+    return RESTART_S.get(kind, DEFAULT_RESTART_S)
+
+
+def availability_from_events(
+    events: Any, start: float, end: float, target: str = "broker"
+) -> float:
+    """Fraction of ``[start, end]`` the target was up, from ``broker_down``/``broker_up`` rows
+    (a pandas frame with ``t``, ``kind``, ``target``)."""
+    ev = events[(events.target == target) & events.kind.isin(["broker_down", "broker_up"])]
+    down, since = 0.0, None
+    for row in ev.sort_values("t").itertuples():
+        if row.kind == "broker_down" and since is None:
+            since = max(float(row.t), start)
+        elif row.kind == "broker_up" and since is not None:
+            down += max(0.0, min(float(row.t), end) - since)
+            since = None
+    if since is not None:
+        down += max(0.0, end - since)
+    return 1.0 - down / (end - start) if end > start else 1.0

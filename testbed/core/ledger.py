@@ -1,0 +1,114 @@
+"""The ledger: Jepsen's queue checker over the record tables (DESIGN.md `ledger.json`).
+
+One definition for measured and predicted runs: the live run (`testbed.observe.ledger`) and the
+simulator (`emulator.sim`, `emulator.predict`) both call it.
+
+- **sent**: messages the producers attempted to publish (rows of `messages`).
+- **confirmed**: publishes the broker acknowledged (`t_confirm` not null). A producer without
+  publisher confirms records ``t_confirm = t_publish`` when its send returned without error,
+  so "confirmed" means "the client believes the broker has it" — best-effort losses stay
+  visible as `lost`.
+- **delivered_unique**: sent messages with at least one ``acked`` delivery (in any queue).
+- **lost**: confirmed, never acked and never dead-lettered after the drain. (Per message: a
+  fan-out message acked in some subscriber queues counts as delivered.)
+- **duplicated**: messages acked more than once *in the same queue* (a fan-out copy in another
+  queue is not a duplicate).
+- **unexpected**: distinct message ids delivered that no producer of this run sent.
+- **recovered**: acked although their publish was never confirmed.
+- **redeliveries**: delivery attempts beyond the first (``attempt > 1`` or the broker's
+  ``redelivered`` flag).
+- **dead_lettered**: sent messages dead-lettered after `max_deliveries`.
+
+Joins go through one hash index over the message ids (in C) and numpy, so a million-message
+replication costs tens of MB, not a Python set of strings.
+"""
+
+from __future__ import annotations
+
+__all__ = ["compute_ledger", "message_index", "codes", "write_ledgers", "LEDGER_FILE"]
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from testbed.core.records import Ledger
+
+
+def message_index(msg_ids: pa.ChunkedArray | pa.Array, messages: pa.Table) -> np.ndarray:
+    """Row of ``messages`` for each id in ``msg_ids`` (-1 where the id was never published)."""
+    idx = pc.index_in(msg_ids, value_set=messages["msg_id"].combine_chunks())
+    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and the distinct values of a string column (nulls → -1)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    enc = pc.dictionary_encode(arr)
+    idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return idx, [str(v) for v in enc.dictionary.to_pylist()]
+
+
+def _mask(n: int, rows: np.ndarray) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[rows[rows >= 0]] = True
+    return out
+
+
+def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
+    """Ledger for one replication's `messages` and `deliveries` tables."""
+    n = messages.num_rows
+    outcome = deliveries["outcome"]
+    acked = deliveries.select(["msg_id", "queue"]).filter(pc.equal(outcome, "acked"))
+    acked_idx = message_index(acked["msg_id"], messages)
+    delivered = _mask(n, acked_idx)
+    known = acked_idx >= 0
+    qcode, qnames = codes(acked["queue"])
+    width = len(qnames) + 1
+    pairs, counts = np.unique(acked_idx[known] * width + qcode[known] + 1, return_counts=True)
+    duplicated = len(np.unique(pairs[counts > 1] // width))
+    all_idx = message_index(deliveries["msg_id"], messages)
+    unknown = deliveries["msg_id"].filter(pa.array(all_idx < 0))
+    unexpected = len(pc.unique(unknown)) if len(unknown) else 0
+    dead = _mask(
+        n, message_index(deliveries["msg_id"].filter(pc.equal(outcome, "dead_lettered")), messages)
+    )
+    confirmed = np.asarray(pc.is_valid(messages["t_confirm"]).to_numpy(zero_copy_only=False))
+    again = pc.or_(
+        pc.greater(deliveries["attempt"], 1), pc.fill_null(deliveries["redelivered"], False)
+    )
+    return Ledger(
+        sent=n,
+        confirmed=int(confirmed.sum()),
+        delivered_unique=int(delivered.sum()),
+        lost=int(np.count_nonzero(confirmed & ~delivered & ~dead)),
+        duplicated=duplicated,
+        unexpected=unexpected,
+        recovered=int(np.count_nonzero(~confirmed & delivered)),
+        redeliveries=int(pc.sum(pc.cast(again, pa.int64())).as_py() or 0),
+        dead_lettered=int(dead.sum()),
+    )
+
+
+LEDGER_FILE = "ledger.json"
+"""The whole side's ledger: the sum over its replications (one replication: that one)."""
+
+
+def write_ledgers(side_dir: Path, ledgers: list[Ledger]) -> Path:
+    """Write one side's ledgers the same way for `measured/` and `predicted/`.
+
+    ``ledger.json`` holds the sum over the replications (Jepsen's checker over the side's whole
+    history); with more than one replication each also gets ``ledger.r<N>.json``. Files of an
+    earlier, larger set of replications are removed.
+    """
+    side_dir = Path(side_dir)
+    side_dir.mkdir(parents=True, exist_ok=True)
+    for stale in side_dir.glob("ledger.r*.json"):
+        stale.unlink()
+    total = Ledger(**{k: sum(getattr(x, k) for x in ledgers) for k in Ledger().to_json()})
+    total.write(side_dir / LEDGER_FILE)
+    if len(ledgers) > 1:
+        for rep, ledger in enumerate(ledgers):
+            ledger.write(side_dir / f"ledger.r{rep}.json")
+    return side_dir / LEDGER_FILE

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from testbed.exceptions import AccuracyMiss, MqbedError
+from testbed.exceptions import AccuracyMiss, MqbedError, ScenarioIssue
 
 app = typer.Typer(
     name="mqbed",
@@ -53,18 +53,36 @@ def _kinds(broker: str) -> list[str]:
     return choices[broker]
 
 
+def _say(console: Console, text: str) -> None:
+    """Print text that may hold user input (file names, YAML values) exactly as it is: no rich
+    markup (``[bold]`` would vanish), no emoji codes (``:x:``), no highlighting."""
+    console.print(text, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def _validate_one(f: Path) -> tuple[object, list[ScenarioIssue]]:
+    from testbed.core.scenario_loader import validate_file
+
+    try:
+        return validate_file(f)
+    except Exception as e:  # a loader bug must not hide the other files' results
+        message = (
+            f"internal error while checking this file ({type(e).__name__}: {e}); please report"
+        )
+        return None, [ScenarioIssue(str(f), 1, "", message[:300])]
+
+
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Scenario YAML files.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Check scenario files: every error with file:line, field, value and a suggestion."""
-    from testbed.core.scenario_loader import validate_file
+    """Check scenario files: every error with file:line, field, value and a suggestion.
 
+    Each file is checked and reported on its own; the exit code is 2 if any file is bad."""
     failed = False
     report = []
     for f in files:
-        scenario, issues = validate_file(f)
+        scenario, issues = _validate_one(f)
         errors = [i for i in issues if i.severity == "error"]
         failed |= bool(errors) or scenario is None
         report.append(
@@ -79,9 +97,9 @@ def validate(
         )
         if not as_json:
             for i in issues:
-                err.print(str(i), markup=False, highlight=False, soft_wrap=True)
+                _say(err, str(i))
             if scenario is not None and not errors:
-                out.print(f"ok: {f}", markup=False, highlight=False)
+                _say(out, f"ok: {f}")
     if as_json:
         print(json.dumps(report, indent=2))
     raise typer.Exit(2 if failed else 0)
@@ -556,7 +574,7 @@ def main() -> None:
     try:
         rv = app(standalone_mode=False)
     except MqbedError as e:
-        err.print(f"mqbed: {e}", markup=False, highlight=False, soft_wrap=True)
+        _say(err, f"mqbed: {e}")
         sys.exit(e.exit_code)
     except typer.Exit as e:
         sys.exit(e.exit_code)

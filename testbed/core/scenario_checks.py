@@ -28,6 +28,7 @@ from testbed.core.scenario_faults import (
     StochasticFault,
 )
 from testbed.core.suggest import did_you_mean
+from testbed.core.trace_file import TraceError, read_trace
 from testbed.core.yamlmap import LineMap, format_path
 from testbed.exceptions import ScenarioIssue
 
@@ -264,27 +265,7 @@ def _queue_path(s: Scenario, queue: str) -> Path_:
 
 
 def _load_trace(c: _Collector, arr: TraceArrival, path: Path_, base_dir: Path) -> None:
-    f = Path(arr.file)
-    f = f if f.is_absolute() else base_dir / f
     try:
-        text = f.read_text(encoding="utf-8")
-    except OSError as e:
-        c.error(path, f"cannot read trace file {str(f)!r}: {e.strerror or e}")
-        return
-    times: list[float] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        cell = raw.split(",")[0].strip()
-        if not cell or cell.startswith("#") or (n == 1 and cell == "t"):
-            continue
-        try:
-            t = float(cell)
-        except ValueError:
-            c.error(path, f"{f}:{n}: {cell!r} is not a time in seconds")
-            return
-        if times and t < times[-1]:
-            c.error(path, f"{f}:{n}: times must not decrease ({t:g} after {times[-1]:g})")
-            return
-        times.append(t)
-    if not times:
-        c.error(path, f"trace file {str(f)!r} has no send times")
-    arr.times[:] = times
+        arr.times[:] = read_trace(arr.file, base_dir)
+    except TraceError as e:
+        c.error(path, str(e))

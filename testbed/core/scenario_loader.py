@@ -3,6 +3,8 @@
 Every problem becomes a :class:`~testbed.exceptions.ScenarioIssue` that names the file, line,
 field path and offending value, with a "did you mean" where a name was misspelt. All issues of
 a file are reported together; warnings (e.g. an unstable configuration) do not stop a load.
+Hostile files (alias bombs, deep nesting, FIFOs, devices, huge or non-UTF-8 files) are refused
+with an issue too: see ``safe_read`` and ``yamlmap`` for the limits.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from testbed.core.safe_read import InputRefused, read_text_file
 from testbed.core.suggest import did_you_mean
-from testbed.core.yamlmap import DuplicateKeyError, LineMap, format_path, load_with_lines
+from testbed.core.yamlmap import LineMap, YamlProblem, format_path, load_with_lines
 from testbed.exceptions import ScenarioError, ScenarioIssue
 
 _QUOTED = re.compile(r"'([^']*)'")
@@ -170,13 +172,8 @@ def parse_scenario(
 
     try:
         data, lines = load_with_lines(text)
-    except DuplicateKeyError as e:
+    except YamlProblem as e:
         return None, [ScenarioIssue(file, e.line, format_path(e.path), str(e))]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        return None, [ScenarioIssue(file, line, "", f"not valid YAML: {problem}")]
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         return None, [
@@ -197,14 +194,14 @@ def parse_scenario(
 
 
 def validate_file(path: str | Path) -> tuple[Any, list[ScenarioIssue]]:
-    """Validate one file; never raises for content problems (they come back as issues)."""
+    """Validate one file; never raises for content problems (they come back as issues).
+
+    Only a regular UTF-8 file of at most 1 MiB is read (a FIFO or device is refused unopened)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, [ScenarioIssue(str(path), None, "", "no such file")]
-    except (OSError, UnicodeDecodeError) as e:
-        return None, [ScenarioIssue(str(path), None, "", f"cannot read: {e}")]
+        text = read_text_file(p)
+    except InputRefused as e:
+        return None, [ScenarioIssue(str(path), e.line, "", str(e))]
     return parse_scenario(text, str(path), p.parent)
 
 

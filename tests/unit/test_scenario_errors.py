@@ -152,6 +152,17 @@ CASES = [
     ("not a mapping", "- just\n- a list\n", 1, "", "a scenario must be a mapping of fields, got a list"),
     ("broken yaml", "name: x\nduration: [60s\n", 3, "", "not valid YAML"),
     ("missing producers", "name: x\nduration: 10s\n", 1, "producers", "required field is missing"),
+    ("python tag on a value", replace("prefetch: 10", "prefetch: !!python/object:os.system {}"), 24,
+     "consumers[0].prefetch", "tag 'tag:yaml.org,2002:python/object:os.system' is not allowed"),
+    ("integer beyond 64 bits", replace("prefetch: 10", "prefetch: " + "9" * 30), 24,
+     "consumers[0].prefetch", "integer is too large"),
+    ("infinite float", replace("prefetch: 10", "prefetch: .inf"), 24, "consumers[0].prefetch",
+     "number '.inf' is not finite"),
+    ("recursive alias", BASE + "x: &x [*x]\n", 26, "x[0]", "recursive alias"),
+    ("merge of a scalar", replace("    prefetch: 10", "    <<: 10"), 24, "consumers[0]",
+     "a merge key '<<' takes a mapping"),
+    ("nested too deep", BASE + "x: " + "[" * 70 + "]" * 70 + "\n", 26, "", "nested more than 64"),
+    ("control character", BASE + "x: \x07\n", 26, "", "not valid YAML"),
     ("steps not increasing", replace("{kind: poisson, rate: 10/s}", "{kind: steps, steps: [{at: 5s, rate: 1/s}, {at: 2s, rate: 3/s}]}"),
      19, "producers[0].arrival.steps", "step times must increase: 2s follows 5s"),
 ]
@@ -213,6 +224,44 @@ def test_cli_validate_ok_and_json(tmp_path: Path) -> None:
 def test_missing_file() -> None:
     scenario, issues = validate_file("/nonexistent/x.yaml")
     assert scenario is None and issues[0].message == "no such file"
+    assert str(issues[0]) == "/nonexistent/x.yaml:1: no such file"
+
+
+def test_merge_key_own_keys_win() -> None:
+    doc = replace(
+        "    service_time: {kind: exponential, mean: 5ms}", "    <<: {count: 5, ack: auto}"
+    )
+    doc = doc.replace(
+        "  - name: c\n", "  - name: c\n    service_time: {kind: exponential, mean: 5ms}\n"
+    )
+    scenario, issues = parse_scenario(doc, "s.yaml")
+    assert scenario is not None, [str(i) for i in issues]
+    assert (scenario.consumers[0].count, scenario.consumers[0].ack) == (2, "auto")
+
+
+def test_cli_validate_keeps_going_after_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loader bug on one file is reported on that file; the others are still checked."""
+    import testbed.core.scenario_loader as loader
+
+    real = loader.validate_file
+
+    def flaky(path: Path) -> object:
+        if Path(path).name == "boom.yaml":
+            raise RuntimeError("[bold]:x:")
+        return real(path)
+
+    monkeypatch.setattr(loader, "validate_file", flaky)
+    for name in ("a.yaml", "boom.yaml", "c.yaml"):
+        (tmp_path / name).write_text(BASE)
+    files = [str(tmp_path / n) for n in ("a.yaml", "boom.yaml", "c.yaml")]
+    result = CliRunner().invoke(app, ["validate", *files])
+    assert result.exit_code == 2
+    assert f"ok: {files[0]}" in result.output and f"ok: {files[2]}" in result.output
+    assert f"{files[1]}:1: internal error while checking this file (RuntimeError: [bold]:x:)" in (
+        result.output
+    )
 
 
 def test_trace_file_resolved_relative_to_scenario(tmp_path: Path) -> None:

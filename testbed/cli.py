@@ -1,4 +1,4 @@
-"""`mqbed` command line (DESIGN.md "Command line"). Each command is a thin shell over a module."""
+"""`mqbed` command line (README.md "Command line"). Each command is a thin shell over a module."""
 
 from __future__ import annotations
 
@@ -377,7 +377,7 @@ def calibrate(
     quick: Annotated[bool, typer.Option("--quick", help="Seconds per point, one repeat.")] = False,
     home: HomeOpt = None,
 ) -> None:
-    """Calibration micro-benchmarks (MODELS.md §9) against a live broker -> profile YAML."""
+    """Calibration micro-benchmarks (docs/models.md §9) against a live broker -> profile YAML."""
     if broker not in ("rabbitmq", "activemq"):
         raise typer.BadParameter(f"{broker!r}: use rabbitmq or activemq", param_hint="--broker")
     from emulator.calibration.api import calibrate as run_calibration

@@ -1,4 +1,4 @@
-"""The scenario's ``faults:`` timeline inside the simulation (MODELS.md §6, issue 6 point 4).
+"""The scenario's ``faults:`` timeline inside the simulation (docs/models.md §6, issue 6 point 4).
 
 The same episodes as the live run: broker faults and stochastic broker failures come from
 ``testbed.faults.schedule.plan_faults`` with the live runner's seed (``scenario.seed + 7919 ×
@@ -62,8 +62,9 @@ if TYPE_CHECKING:
     from emulator.sim.queues import Queue
 
 RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
-"""Broker start-up time after a kill or restart (FACTS.md: RabbitMQ ~5–8 s with persistent
-data, ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
+"""Broker start-up time after a kill or restart (measured here: RabbitMQ ~5–8 s with persistent
+data, ActiveMQ ~1–2 s; docs/architecture.md "Platform facts"); added to the scenario's
+``duration`` of the outage."""
 ACK_SYNC_S = 0.04
 """RabbitMQ makes acks of persistent messages durable lazily: a SIGKILL forgets the acks it
 received in about the last 40 ms, and those messages are redelivered after the restart —

@@ -1,4 +1,4 @@
-"""Pure fault planning, shared by the live runner and the simulator.
+"""Pure fault planning; `plan_faults` and `stochastic_schedule` serve live runs and the simulator.
 
 - `plan_faults`: the scenario's faults → the `Episode`s the live `FaultRunner` executes (seeded;
   client faults and consumer-group stochastic faults are the workload's and left out);

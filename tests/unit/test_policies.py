@@ -1,4 +1,4 @@
-"""Visibility-timeout leases with plain numbers (MODELS.md §4)."""
+"""Visibility-timeout leases with plain numbers (docs/models.md §4)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""mqbed emulator: the paired simulator and closed-form models (MODELS.md)."""
+"""mqbed emulator: the paired simulator and closed-form models (docs/models.md)."""

@@ -1,4 +1,4 @@
-"""Calibration entry point (MODELS.md §9); the implementation is `emulator.calibration`.
+"""Calibration entry point (docs/models.md §9); the implementation is `emulator.calibration`.
 
 ``calibrate(broker_kind, out_path, *, duration=60, repeats=3, quick=False, home=None,
 progress=None) -> Path`` is what ``mqbed calibrate`` calls.

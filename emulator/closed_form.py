@@ -1,7 +1,7 @@
 """The analytic prediction: a scenario mapped onto the closed forms of ``emulator.analytic``.
 
 Used by ``predict(method="analytic")``. Supported shapes, each exact under its assumptions
-(MODELS.md §3–§5) — anything else raises ``PredictionError`` naming the first assumption that
+(docs/models.md §3–§5) — anything else raises ``PredictionError`` naming the first assumption that
 fails, never a silent approximation of another model:
 
 - **closed writers on a shared lock** (``shared_lock``, closed producers, no consumer): exact MVA

@@ -1,4 +1,4 @@
-"""Predict a run from its scenario and a calibration profile alone (DESIGN.md principle 5).
+"""A prediction from the scenario and a calibration profile only (docs/architecture.md principle 5).
 
     from emulator.predict import predict
     result = predict(scenario, Path("runs/x"), replications=5)

@@ -1,8 +1,9 @@
-"""Calibration profiles (MODELS.md §9): what a prediction may know about a broker on a host.
+"""Calibration profiles (docs/models.md §9): what a prediction may know about a broker on a host.
 
 A profile is made by separate calibration runs (``mqbed calibrate``) and stored as YAML under
-``deploy/calibration/``. It is the only measured input of a prediction (DESIGN.md principle 5):
-the simulator and the closed forms read the scenario and this, never the run they predict.
+``deploy/calibration/``. It is the only measured input of a prediction (docs/architecture.md,
+principle 5): the simulator and the closed forms read the scenario and this, never the run they
+predict.
 
 All times are seconds, sizes bytes, "a + b·size" fits have ``a`` in s and ``b`` in s/byte.
 
@@ -17,7 +18,7 @@ All times are seconds, sizes bytes, "a + b·size" fits have ``a`` in s and ``b``
 - ``routing.per_destination``: broker time per extra bound queue of a fan-out (§3c).
 - ``publish_time``: client time per publish without confirms; ``write_time``: publish → confirm
   of a transient ``reference_size`` message; ``read_time``: deliver → ack with no processing.
-  Each a mean and sd, sampled through ``testbed.core.distributions.fit`` (MODELS.md §2).
+  Each a mean and sd, sampled through ``testbed.core.distributions.fit`` (docs/models.md §2).
 - ``queue_service``: per-message time of a queue process (its capacity, §3c).
 - ``threads``: the `threads` model's broker stages (§3a): the per-message service of the
   receive (enqueue) stage and the dispatch (deliver) stage, and the thread count calibration
@@ -109,7 +110,7 @@ class LatencyVariants(Strict):
 
 
 class MomentFit(Strict):
-    """A duration known by mean and sd; sampled as ``fit(mean, sd)`` (MODELS.md §2)."""
+    """A duration known by mean and sd; sampled as ``fit(mean, sd)`` (docs/models.md §2)."""
 
     mean: NonNeg
     sd: NonNeg = 0.0

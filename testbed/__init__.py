@@ -1,3 +1,3 @@
-"""mqbed testbed: live runs against real brokers (see DESIGN.md)."""
+"""mqbed testbed: live runs against real brokers (see docs/architecture.md)."""
 
 __version__ = "0.1.0"

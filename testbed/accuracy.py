@@ -1,4 +1,4 @@
-"""`mqbed bench --suite accuracy`: the scenario library live and predicted, judged (MODELS.md §10).
+"""`mqbed bench --suite accuracy`: the scenario library run, predicted, judged (docs/models.md §10).
 
 Each case runs one library scenario through the whole pipeline (`run_scenario` with its paired
 prediction on the shipped calibration profile, then the Spark analysis) — or, for the

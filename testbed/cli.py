@@ -1,4 +1,4 @@
-"""`mqbed` command line (DESIGN.md "Command line"). Each command is a thin shell over a module."""
+"""`mqbed` command line (README.md "Command line"). Each command is a thin shell over a module."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Closed-form queueing and performability models (MODELS.md §4–§8).
+"""Closed-form queueing and performability models (docs/models.md §4–§8).
 
 All rates per second, all times in seconds; results are frozen dataclasses. Invalid or unstable
 inputs raise ``ValueError`` naming the violated condition with its numbers.

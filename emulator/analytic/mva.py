@@ -1,4 +1,4 @@
-"""Exact mean value analysis of closed producers around one service centre (MODELS.md §5)."""
+"""Exact mean value analysis of closed producers around one service centre (docs/models.md §5)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ class MVA:
 
 
 def saturation_point(think: float, demand: float) -> float:
-    """N* = (D + Z)/D: where the asymptotes X = N/(D + Z) and X = 1/D cross (MODELS.md §5)."""
+    """N* = (D + Z)/D: where the asymptotes X = N/(D + Z) and X = 1/D cross (docs/models.md §5)."""
     think = finite_non_negative("think time Z", think)
     demand = positive("service demand D", demand)
     return (demand + think) / demand
 
 
 def mva_curve(n: int, think: float, demand: float) -> tuple[MVA, ...]:
-    """Exact MVA results for populations 1..n (MODELS.md §5), e.g. for a sweep curve.
+    """Exact MVA results for populations 1..n (docs/models.md §5), e.g. for a sweep curve.
 
     Q(0) = 0; R(k) = D(1 + Q(k−1)); X(k) = k/(R(k) + Z); Q(k) = X(k)R(k).
     """
@@ -48,7 +48,7 @@ def mva_curve(n: int, think: float, demand: float) -> tuple[MVA, ...]:
 def mva_closed(n: int, think: float, demand: float) -> MVA:
     """Exact MVA for ``n`` closed producers with think time Z and one centre of demand D.
 
-    MODELS.md §5 (the closed-producer shape of §1 and the shared-lock model of §3b). X(N)
+    docs/models.md §5 (the closed-producer shape of §1 and the shared-lock model of §3b). X(N)
     tends to 1/D and R(N) to N·D − Z beyond the saturation point N* = (D + Z)/D.
     """
     return mva_curve(n, think, demand)[-1]

@@ -1,4 +1,4 @@
-"""Availability of a component and expected message loss rate by QoS (MODELS.md §6)."""
+"""Availability of a component and expected message loss rate by QoS (docs/models.md §6)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class LossBreakdown:
 def availability(
     gamma_p: float, gamma_n: float, tau_p: float, tau_n: float, c: float
 ) -> Availability:
-    """Component availability from the MODELS.md §6 CTMC.
+    """Component availability from the docs/models.md §6 CTMC.
 
     UP →(γp) PF, PF →(c·τp) UP, PF →((1−c)·τp) NF, UP →(γn) NF, NF →(τn) UP, hence
     π_UP = [1 + γp/τp + (γn + (1−c)γp)/τn]⁻¹, π_PF = (γp/τp)π_UP, π_NF = ((γn + (1−c)γp)/τn)π_UP,
@@ -84,7 +84,7 @@ def loss_breakdown(
     gamma_eq_c: float,
     tau_eq_c: float,
 ) -> LossBreakdown:
-    """The terms of ``loss_rate`` (MODELS.md §6), for reports that explain where loss comes from."""
+    """The terms of ``loss_rate`` (docs/models.md §6), for reports on where loss comes from."""
     level = qos.upper() if isinstance(qos, str) else qos
     if level not in QOS_LEVELS:
         raise ValueError(f"qos must be one of {', '.join(QOS_LEVELS)}, got {qos!r}")
@@ -120,7 +120,7 @@ def loss_rate(
     gamma_eq_c: float,
     tau_eq_c: float,
 ) -> float:
-    """Expected message loss rate (messages per second) for a QoS level (MODELS.md §6).
+    """Expected message loss rate (messages per second) for a QoS level (docs/models.md §6).
 
     ``qos`` is "BE", "PC" or "PCM" (case-insensitive). The queue in the messaging service is
     M/M/1/K with input λ, delivery rate μ and capacity k (``mm1k``): N̄ its mean length, p_i its

@@ -1,4 +1,4 @@
-"""Single stations: M/M/N with Erlang C, and M/M/1/K (MODELS.md §5)."""
+"""Single stations: M/M/N with Erlang C, and M/M/1/K (docs/models.md §5)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def erlang_c(n: int, a: float) -> float:
 
 
 def mmn(lam: float, mu: float, n: int) -> MMN:
-    """M/M/N station (MODELS.md §5; the per-stage model of §3a and §4). n = 1 is M/M/1.
+    """M/M/N station (docs/models.md §5; the per-stage model of §3a and §4). n = 1 is M/M/1.
 
     Wq = C(n, λ/μ)/(nμ − λ), W = Wq + 1/μ, Lq = λWq, L = λW. Raises ``ValueError`` when
     ρ = λ/(nμ) ≥ 1.
@@ -82,7 +82,7 @@ def mmn(lam: float, mu: float, n: int) -> MMN:
 
 
 def mm1k(lam: float, mu: float, k: int) -> MM1K:
-    """M/M/1/K station (MODELS.md §5, the queue of §6).
+    """M/M/1/K station (docs/models.md §5, the queue of §6).
 
     p_i = (1 − ρ)ρ^i / (1 − ρ^{K+1}) (ρ = λ/μ; p_i = 1/(K+1) at ρ = 1), computed in a scaled
     form that neither overflows nor loses the ρ → 1 limit. Any ρ ≥ 0 is allowed: the station

@@ -1,4 +1,4 @@
-"""Sender and broker stages with visibility-timeout retries as a Jackson tandem (MODELS.md §4)."""
+"""The Jackson tandem of docs/models.md §4: sender and broker stages with timeout retries."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def jackson_tandem(
     d: float = 0.0,
     vt: float = 0.0,
 ) -> Tandem:
-    """Open Jackson tandem with retry feedback (MODELS.md §4; out-of-order, exponential service).
+    """Open Jackson tandem with retry feedback (docs/models.md §4); out of order, exponential.
 
     Sender stage M/M/N1 at λ; broker stage M/M/N2 at λ2 = λ/p, since each attempt succeeds with
     probability p and a failed one returns after the visibility timeout VT. With one-way network

@@ -1,4 +1,4 @@
-"""Black-box calibration of a broker on this host (MODELS.md §9) → a calibration profile.
+"""Black-box calibration of a broker on this host (docs/models.md §9) → a calibration profile.
 
     from emulator.calibration import calibrate
     calibrate("rabbitmq", "deploy/calibration/rabbitmq-local.yaml", duration=60, repeats=3)

@@ -1,4 +1,4 @@
-"""``python -m emulator.calibration``: the calibration from a shell (MODELS.md §9).
+"""``python -m emulator.calibration``: the calibration from a shell (docs/models.md §9).
 
 Same options as ``mqbed calibrate``; the exact command line is recorded in the profile header.
 """

@@ -1,4 +1,4 @@
-"""`calibrate()`: the entry point behind ``mqbed calibrate`` (MODELS.md §9).
+"""`calibrate()`: the entry point behind ``mqbed calibrate`` (docs/models.md §9).
 
 It measures a live broker through the adapters, assembles a `Profile` (``source: measured``)
 and writes it as YAML plus a ``.points.json`` sidecar. The broker is either a running one in a
@@ -115,7 +115,7 @@ def calibrate(
     progress: Callable[[str], None] | None = None,
     command: str | None = None,
 ) -> Path:
-    """Calibrate a `broker_kind` broker (MODELS.md §9) and write its profile to `out_path`.
+    """Calibrate a `broker_kind` broker (docs/models.md §9) and write its profile to `out_path`.
 
     `quick`: a smoke test (2 s points, one repeat, three sizes; ignores duration/repeats).
     `home`: use the running broker of that testbed home; without one (or without `home`) a

@@ -1,4 +1,4 @@
-"""From calibration measurements to a `Profile` (MODELS.md §9) and its files.
+"""From calibration measurements to a `Profile` (docs/models.md §9) and its files.
 
 The machine calibration runs on is shared: other work stalls clients and broker now and then
 for tens to hundreds of ms. Those stalls dominate the *means* of a 40-message point, so the
@@ -503,10 +503,10 @@ def write_outputs(
     )
     short = p.duration < 60 or p.repeats < 3
     protocol_note = (
-        "shorter than the ≥ 60 s × ≥ 3 repeats of MODELS.md §9" if short else "the §9 minimum"
+        "shorter than the ≥ 60 s × ≥ 3 repeats of docs/models.md §9" if short else "the §9 minimum"
     )
     header_text = [
-        f"Calibration profile: {kind_name} {data.version} on this machine (MODELS.md §9). "
+        f"Calibration profile: {kind_name} {data.version} on this machine (docs/models.md §9). "
         "MEASURED.",
         f"Produced by: {command}",
         *(

@@ -1,4 +1,4 @@
-"""Live micro-benchmarks of calibration (MODELS.md §9) through the broker adapters.
+"""Live micro-benchmarks of calibration (docs/models.md §9) through the broker adapters.
 
 One *stream* is one producer publishing open-loop at a fixed rate (intended times
 ``t0 + offset + i/rate``; a late producer publishes at once, the lateness is recorded) to a

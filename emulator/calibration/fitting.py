@@ -1,4 +1,4 @@
-"""The regression and moment maths of calibration (MODELS.md §9), on plain numbers.
+"""The regression and moment maths of calibration (docs/models.md §9), on plain numbers.
 
 - `linear_fit`: least squares t = a + b·x with Pearson r and R² (optionally weighted);
   optionally constrained to
@@ -9,7 +9,7 @@
   confirms − base, persistent − transient write time).
 - `moments`/`union_moments`: mean and sd (n − 1) of samples, or of the union of several
   sample sets; the profile stores them as `MomentFit` and the simulator draws `fit(mean, sd)`
-  (MODELS.md §2).
+  (docs/models.md §2).
 - `summarize`: the per-point summary written to the sidecar (mean, median, sd, p95, p99).
 
 Everything is in base units (seconds, bytes) and uses numpy only.

@@ -1,4 +1,4 @@
-"""The calibration protocol of MODELS.md §9 as a plan of timed steps, run with progress + ETA.
+"""The calibration protocol of docs/models.md §9 as a plan of timed steps, run with progress + ETA.
 
 Per repeat (repeats interleaved, so slow drifts of the machine's load hit every configuration
 alike; the configuration order rotates from repeat to repeat):

@@ -1,4 +1,4 @@
-"""Derive a profile again from a calibration sidecar, without measuring (MODELS.md §9).
+"""Derive a profile again from a calibration sidecar, without measuring (docs/models.md §9).
 
 The sidecar (``NAME.points.json``) holds every per-point summary a profile is derived from
 (`emulator.calibration.assemble` needs no single samples). When the derivation rules change,

@@ -1,4 +1,4 @@
-"""SimPy model of a scenario (MODELS.md §1–§4): the simulator half of a prediction.
+"""SimPy model of a scenario (docs/models.md §1–§4): the simulator half of a prediction.
 
 Modules, in the order a message meets them:
 

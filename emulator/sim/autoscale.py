@@ -1,4 +1,4 @@
-"""Simulated actuation of the autoscaling policies (MODELS.md §7, §8).
+"""Simulated actuation of the autoscaling policies (docs/models.md §7, §8).
 
 The *same* :class:`~testbed.core.policies.Autoscaler` objects the live control loop uses
 (:func:`~testbed.core.policies.make_autoscaler`) run here as SimPy processes on the simulated

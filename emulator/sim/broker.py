@@ -1,4 +1,4 @@
-"""The three broker service models of MODELS.md §3, behind one publish/requeue interface.
+"""The three broker service models of docs/models.md §3, behind one publish/requeue interface.
 
 Common to all: a message published at ``t`` reaches the broker after the network delay ``d``
 (plus the confirm-mode overhead for confirming producers), is routed to its queues (exchange
@@ -22,9 +22,9 @@ the level falls again (RabbitMQ memory alarm / ActiveMQ producer flow control).
   a writer and a reader wait, the next holder is "a writer" or "the reader" with equal
   probability, the writer chosen uniformly among those waiting.
 
-Fault hooks (§6, later): ``up``/``paused`` are reported in the timeseries; an injector can stop
-the world by holding arrivals and requeues while down (see ``accept``), and extend ``free``/
-thread free times by a pause's length.
+Fault hooks (docs/models.md §6): ``up``/``paused`` are reported in the timeseries;
+``emulator.sim.faults`` wraps ``accept`` to hold or drop arrivals while the broker is down,
+paused or alarmed, and moves queue and consumer free times past an outage.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Consumer instances (MODELS.md §3 "all three support consumers ...", §4, §1 chains).
+"""Consumer instances (docs/models.md §3 consumers, §4, §1 chains).
 
 A consumer is one single-threaded client: deliveries reach it ``d`` (+ the amqp delivery
 residual δ(size), + the prefetch-1 overhead) after dispatch, wait in its local buffer, and are

@@ -1,4 +1,4 @@
-"""From a calibration profile to the simulator's per-message costs (MODELS.md §3, §9).
+"""From a calibration profile to the simulator's per-message costs (docs/models.md §3, §9).
 
 The profile holds what calibration measures — end-to-end latency fits, write (publish →
 confirm) and read (deliver → ack) times, overhead regressions — and this module splits them

@@ -1,4 +1,4 @@
-"""The scenario's ``faults:`` timeline inside the simulation (MODELS.md §6, issue 6 point 4).
+"""The scenario's ``faults:`` timeline inside the simulation (docs/models.md §6, issue 6 point 4).
 
 The same episodes as the live run: broker faults and stochastic broker failures come from
 ``testbed.core.faultplan.plan_faults``, client crashes and consumer-group stochastic crashes

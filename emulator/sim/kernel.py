@@ -3,11 +3,11 @@
 Producers, queues and consumers schedule plain callbacks (``Kernel.call``) instead of running
 one generator process per message: a callback event costs about half a SimPy ``Timeout`` +
 process resume, and the hot path schedules 3–5 of them per message. Anything that is naturally
-a process — the timeseries sampler, and later fault injectors and autoscaling controllers
-(MODELS.md §6–§8) — runs as an ordinary SimPy process on the same ``env`` and clock
-(``Kernel.process``).
+a process — the timeseries sampler and the autoscaling controllers (docs/models.md §7–§8) —
+runs as an ordinary SimPy process on the same ``env`` and clock (``Kernel.process``); the
+fault timeline (§6) schedules callbacks like the hot path.
 
-Randomness (DESIGN.md, issue "Emulator"): every component draws from its own
+Randomness (reproducible predictions, issue "Emulator"): every component draws from its own
 ``numpy.random.Generator``, derived from the scenario seed, the replication number and the
 component's *name* — ``SeedSequence(seed, spawn_key=(replication, crc32(name)))``, i.e. the
 child of ``SeedSequence(seed).spawn(n)[replication]`` keyed by the name. Adding a producer or a

@@ -4,13 +4,13 @@
     result.tables["deliveries"]            # pyarrow tables with the record schemas
     result.ledger                          # Jepsen-style totals
 
-The run follows the live pipeline's clock (DESIGN.md): t = 0 is the workload start; warm-up
+The run follows the live pipeline's clock: t = 0 is the workload start; warm-up
 ``[0, warmup)``, load ``[warmup, duration)``, then drain — producers have stopped, consumers go
 on until every published copy is finished or ``drain_timeout`` has passed. The phases are
 written to ``events`` as rows of kind ``phase`` (detail ``{"phase": ...}``), as the live run
-does; warm-up rows are kept. The timeseries sampler is an ordinary SimPy process, and so will
-fault injectors and autoscaling controllers be: ``add_process`` starts one, ``observe`` gives
-a controller the per-queue figures a live control loop reads (MODELS.md §7–§8).
+does; warm-up rows are kept. The timeseries sampler is an ordinary SimPy process, and so are
+the autoscaling controllers: ``add_process`` starts one, ``observe`` gives a controller the
+per-queue figures a live control loop reads (docs/models.md §7–§8).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Model:
         self.stop_event = self.env.event()
         self.horizon = float(s.duration + s.drain_timeout)
         self._phases()
-        self.faults = install_faults(self)  # the scenario's fault timeline (MODELS.md §6)
+        self.faults = install_faults(self)  # the scenario's fault timeline (docs/models.md §6)
         self.kernel.process(self._sampler())
         from emulator.sim.autoscale import attach_autoscalers
 

@@ -1,4 +1,4 @@
-"""Producer instances: open-loop schedules and closed loops (MODELS.md §1).
+"""Producer instances: open-loop schedules and closed loops (docs/models.md §1).
 
 An open-loop producer follows ``testbed.core.arrivals.schedule``: each message has an intended
 send time; it is published then, or later if the client is still busy — blocked waiting for the

@@ -1,4 +1,4 @@
-"""One broker queue: ready messages, consumers with prefetch credit, leases (MODELS.md §3c, §4).
+"""One broker queue: ready copies, consumers with prefetch credit, leases (docs/models.md §3c, §4).
 
 The queue holds message *copies* (a fan-out message has one copy per bound queue) as message
 numbers. Dispatch is round-robin among consumers with credit (RabbitMQ's active-consumer

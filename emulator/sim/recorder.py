@@ -1,4 +1,4 @@
-"""Columnar in-memory recording of one replication → the record tables (DESIGN.md "Run directory").
+"""Columnar in-memory recording of one replication → the record tables (docs/architecture.md).
 
 The one seam for measurement: producers, queues and consumers call ``new_message``,
 ``confirm``, ``delivery``, ``event`` and ``sample``; nothing else writes records. Columns live in

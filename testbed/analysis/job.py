@@ -255,7 +255,7 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
         },
     )
     summary = build_summary(inputs)
-    qos = loss_table(scenario, ledgers, events_pd)  # QoS experiments (MODELS.md §6)
+    qos = loss_table(scenario, ledgers, events_pd)  # QoS experiments (docs/models.md §6)
     if qos is not None:
         summary["qos_loss"] = qos
     if not reps["predicted"] and has_prediction:

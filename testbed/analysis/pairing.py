@@ -4,7 +4,7 @@
 measured replication r pairs with predicted replication r (a prediction usually has more
 replications than the live run; the extra ones pair with nothing and are left out here).
 
-`window_scores` judges each series over the paired *load* windows (MODELS.md §10):
+`window_scores` judges each series over the paired *load* windows (docs/models.md §10):
 
 - ``mape``: mean of ``|p − m| / |m|`` over windows with ``m ≠ 0`` — a fraction, not percent;
 - ``pearson_r``: Pearson correlation of (m, p) across windows; null when either side is

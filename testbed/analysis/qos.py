@@ -1,9 +1,9 @@
-"""The QoS loss table (MODELS.md §6, issue 6 point 5): measured, simulated and closed-form
+"""The QoS loss table (docs/models.md §6, issue 6 point 5): measured, simulated and closed-form
 message loss rate side by side, for a scenario with stochastic failures.
 
     table = loss_table(scenario, ledgers, events)     # -> summary.json "qos_loss" (or None)
 
-- **QoS level** from the scenario (MODELS.md §6 mapping): BE = transient messages, auto-ack, no
+- **QoS level** from the scenario (docs/models.md §6 mapping): BE = transient messages, auto-ack, no
   confirms; PC = transient messages, durable queue, manual ack; PCM = persistent messages,
   durable queue, confirms, manual ack. Anything else has no level and no table.
 - **Loss rate** of a replication, measured or simulated: messages the supplier meant to send

@@ -1,5 +1,5 @@
 """The I/O edge of the analysis: a run directory in, Spark frames tagged with `source` and
-`run_id` out (DESIGN.md "Run directory").
+`run_id` out (docs/architecture.md "Run directory").
 
 Both sides (``measured/``, ``predicted/``) are read with the record schemas of
 :mod:`testbed.core.records`; an interrupted run's ``<table>.parts/`` files are read too

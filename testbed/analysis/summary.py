@@ -1,6 +1,6 @@
-"""``analysis/summary.json``: the verdict of a prediction against its run (MODELS.md §10).
+"""``analysis/summary.json``: the verdict of a prediction against its run (docs/models.md §10).
 
-Shape (DESIGN.md; keys are only ever added)::
+Shape (a public interface: keys are only ever added)::
 
     {"run_id", "scenario",
      "metrics": [{"metric", "queue", "measured", "measured_ci", "predicted", "rel_error",

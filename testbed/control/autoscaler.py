@@ -1,4 +1,4 @@
-"""Live autoscaling (MODELS.md §7, §8): broker statistics -> pure policy -> consumer pool.
+"""Live autoscaling (docs/models.md §7, §8): broker statistics -> pure policy -> consumer pool.
 
 A background thread of `mqbed run` (the control process) runs one
 :class:`~testbed.core.policies.Autoscaler` per `autoscaling:` entry — the same object the

@@ -1,4 +1,4 @@
-"""SQS-style visibility timeout on brokers that have none (MODELS.md §4), live side.
+"""SQS-style visibility timeout on brokers that have none (docs/models.md §4), live side.
 
 A delivered message is *leased* for VT seconds from its delivery. Three things can happen:
 
@@ -11,7 +11,7 @@ A delivered message is *leased* for VT seconds from its delivery. Three things c
      dead-letters expired messages back into ``<queue>`` (crash-safe, broker-side);
    - ActiveMQ: the consumer acks the original and *holds* the copy in its process until the
      lease runs out, then re-sends it to ``<queue>``. STOMP NACK cannot do it (it dead-letters
-     or drops; broker redelivery has a 1 s floor — FACTS.md), and the broker scheduler
+     or drops; broker redelivery has a 1 s floor — docs/architecture.md), and the broker scheduler
      (``AMQ_SCHEDULED_DELAY``) releases on a ~500 ms grid here (100 ms → 500 ms, 1 s → 1.5 s,
      measured 2026-11-21), far outside a ±100 ms visibility timeout. Trade-off: a consumer that
      *crashes* inside the VT window loses the copies it holds (the ledger counts them lost);
@@ -26,8 +26,8 @@ A delivered message is *leased* for VT seconds from its delivery. Three things c
 
 After `max_deliveries` attempts the copy goes to the dead-letter queue (``<queue>.dlq``) instead.
 Every expiry is an ``events`` row of kind ``visibility_timeout``, stamped with the time the
-message became visible again. Ordering is out-of-order (copies go to the tail), the MODELS.md
-default. The policy (which attempt dead-letters, when leases expire) is the pure
+message became visible again. Ordering is out-of-order (copies go to the tail), the default of
+docs/models.md §4. The policy (which attempt dead-letters, when leases expire) is the pure
 :class:`testbed.core.policies.LeaseBook` and the rules of :mod:`testbed.core.visibility` (also
 the queue names), shared with the simulator; this module acts on its decisions.
 """

@@ -1,4 +1,4 @@
-"""Open-loop arrival schedules (MODELS.md §1), shared by the live producers and the simulator.
+"""Open-loop arrival schedules (docs/models.md §1), shared by the live producers and the simulator.
 
 Pure functions of an arrival spec and a ``numpy.random.Generator``: no clock, no I/O. A live
 producer paces itself against the intended times; the simulator schedules them; both record
@@ -101,7 +101,7 @@ def schedule(
 
 
 def think_times(arrival: ClosedArrival, rng: np.random.Generator) -> Callable[[], float]:
-    """Zero-argument sampler of think times for a closed-loop producer (MODELS.md §1)."""
+    """Zero-argument sampler of think times for a closed-loop producer (docs/models.md §1)."""
     if not isinstance(arrival, ClosedArrival):
         raise ValueError(f"think_times needs a closed arrival, got {arrival.kind!r}")
     return arrival.think_time.sampler(rng)

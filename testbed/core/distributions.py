@@ -1,4 +1,4 @@
-"""Distributions that know their moments (MODELS.md §2).
+"""Distributions that know their moments (docs/models.md §2).
 
 One spec object feeds Locust pacing, the SimPy sampler and the closed forms: every distribution
 is a frozen pydantic model with a ``kind`` discriminator, the analytic ``mean``, ``variance``,
@@ -16,7 +16,7 @@ or "1KB" before these models see the data. Models are frozen (fields cannot be r
 like every scenario model, reject unknown keys (the scenario loader adds "did you mean").
 
 ``fit(mean, sd)`` moment-matches by coefficient of variation (Watson & Desrochers s-transitions,
-MODELS.md §2); the ``Fit`` model (kind ``"fit"``) resolves to the same object at construction.
+docs/models.md §2); the ``Fit`` model (kind ``"fit"``) resolves to the same object at construction.
 """
 
 from __future__ import annotations
@@ -377,7 +377,7 @@ class Empirical(_Discrete):
 class HyperZero(_DerivedMeanSd):
     """With probability ``p`` an exponential of rate ``rate``, otherwise zero (cv ≥ 1).
 
-    The shape ``fit`` returns for cv > 1 (Watson & Desrochers s-transition, MODELS.md §2).
+    The shape ``fit`` returns for cv > 1 (Watson & Desrochers s-transition, docs/models.md §2).
     """
 
     kind: Literal["hyper_zero"] = "hyper_zero"
@@ -396,7 +396,7 @@ class HyperZero(_DerivedMeanSd):
 class ExpErlang(_DerivedMeanSd):
     """One exponential phase of mean ``mean1`` then ``k`` phases of total mean ``mean2``.
 
-    The shape ``fit`` returns for 0 < cv < 1 (Erlang-type s-transition, MODELS.md §2).
+    The shape ``fit`` returns for 0 < cv < 1 (Erlang-type s-transition, docs/models.md §2).
     """
 
     kind: Literal["exp_erlang"] = "exp_erlang"
@@ -415,14 +415,14 @@ class ExpErlang(_DerivedMeanSd):
 
 
 def fit(mean: float, sd: float) -> Exponential | Deterministic | HyperZero | ExpErlang | Erlang:
-    """The moment-matched distribution of MODELS.md §2, chosen by cv = sd/mean.
+    """The moment-matched distribution of docs/models.md §2, chosen by cv = sd/mean.
 
     - sd = 0: ``Deterministic(mean)``.
     - |cv − 1| ≤ ``FIT_CV_TOLERANCE``: ``Exponential(mean)``.
     - cv > 1: ``HyperZero(p=r1, rate=λ)``, r1 = 2μ²/(μ²+σ²), λ = 2μ/(μ²+σ²).
     - cv < 1: ``ExpErlang(μ1, γ, μ2)``, γ the integer with (μ/σ)² − 1 ≤ γ < (μ/σ)², and
       μ1 = (μ − √(γ(γ+1)σ² − γμ²))/(γ+1), μ2 = (γμ + √(γ(γ+1)σ² − γμ²))/(γ+1) (both roots are
-      positive for cv < 1; this is the one MODELS.md prints). When (μ/σ)² is an integer m (to
+      positive for cv < 1; docs/models.md §2 uses this one). When (μ/σ)² is an integer m (to
       1e-9), μ1 equals each of the γ phases and the result is the same law as ``Erlang(m, μ)``,
       which is returned.
     Mean and variance are matched to floating-point accuracy.

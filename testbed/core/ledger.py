@@ -1,4 +1,4 @@
-"""The ledger: Jepsen's queue checker over the record tables (DESIGN.md `ledger.json`).
+"""The ledger: Jepsen's queue checker over the record tables (docs/architecture.md "Run directory").
 
 One definition for measured and predicted runs: the live run (`testbed.observe.ledger`) and the
 simulator (`emulator.sim`, `emulator.predict`) both call it.

@@ -1,7 +1,7 @@
-"""The record schemas shared by live runs and predictions (DESIGN.md "Run directory").
+"""The record schemas shared by live runs and predictions (docs/architecture.md "Run directory").
 
 Both sides write exactly these tables, so the comparison is a join. Times are float seconds since
-the workload start (t=0) of the run. Beyond DESIGN.md's columns every table carries
+the workload start (t=0) of the run. Besides its own columns every table carries
 `replication`, so measured and predicted replications can be joined one to one.
 
 Writers buffer rows per worker and flush a Parquet *part* file every `batch_rows` rows (and on
@@ -99,7 +99,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 @dataclass
 class Ledger:
-    """Jepsen-style queue checker totals (DESIGN.md `ledger.json`)."""
+    """Jepsen-style queue checker totals (docs/architecture.md "Run directory")."""
 
     sent: int = 0
     confirmed: int = 0

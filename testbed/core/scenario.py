@@ -108,7 +108,7 @@ class BrokerSpec(Strict):
     """Client library; defaults to pika for RabbitMQ and stomp for ActiveMQ."""
     nodes: int = Field(1, ge=1, le=5)
     model: Literal["amqp", "threads", "shared_lock"] | None = None
-    """Emulator service model (MODELS.md §3); defaults to amqp (RabbitMQ), threads (ActiveMQ)."""
+    """Emulator service model (docs/models.md §3); default amqp (RabbitMQ), threads (ActiveMQ)."""
     threads: int = Field(1, ge=1, le=1024)
     """Broker-stage servers for the `threads` model."""
     memory_limit: Size = Field(default=256e6, gt=0)
@@ -137,7 +137,7 @@ class BindingSpec(Strict):
 
 
 class VisibilitySpec(Strict):
-    """SQS-style visibility timeout (MODELS.md §4), emulated client-side on both brokers."""
+    """SQS-style visibility timeout (docs/models.md §4), emulated client-side on both brokers."""
 
     timeout: PosDuration
     max_deliveries: int = Field(5, ge=1, le=1000)
@@ -156,7 +156,7 @@ class QueueSpec(Strict):
 
 
 class LoadBalancedSpec(Strict):
-    """Elastic load-balanced queues behind one alias (MODELS.md §7)."""
+    """Elastic load-balanced queues behind one alias (docs/models.md §7)."""
 
     alias: Name
     queues: int = Field(1, ge=1, le=100)
@@ -173,7 +173,7 @@ class TopologySpec(Strict):
     load_balanced: list[LoadBalancedSpec] = Field(default_factory=list)
 
 
-# --- arrivals (MODELS.md §1) ----------------------------------------------------------------
+# --- arrivals (docs/models.md §1) ----------------------------------------------------------------
 
 
 class PoissonArrival(Strict):
@@ -331,7 +331,7 @@ class ConsumerSpec(Strict):
 
 
 class AccuracyTargets(Strict):
-    """Relative-error targets for the report verdicts (MODELS.md §10, issue targets)."""
+    """Relative-error targets for the report verdicts (docs/models.md §10, issue targets)."""
 
     throughput: float = Field(0.05, gt=0)
     latency_mean: float = Field(0.15, gt=0)

@@ -1,4 +1,4 @@
-"""Cross-field checks of the `autoscaling:` section (MODELS.md §7, §8), called by
+"""Cross-field checks of the `autoscaling:` section (docs/models.md §7, §8), called by
 :func:`testbed.core.scenario_checks.check_scenario` with its issue collector."""
 
 from __future__ import annotations

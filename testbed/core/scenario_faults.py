@@ -1,4 +1,4 @@
-"""Scenario schema for the `faults:` timeline (MODELS.md §6) and `autoscaling:` (§7, §8).
+"""Scenario schema for the `faults:` timeline (docs/models.md §6) and `autoscaling:` (§7, §8).
 
 Network toxics take Toxiproxy's names and fields (latency/jitter in time units, bandwidth in
 bytes per second, ...), with a `side` (which client group's link) and a `direction`
@@ -145,7 +145,7 @@ class NetworkFault(Strict):
 
 
 class StochasticFault(Strict):
-    """Failure/repair with exponential times (accelerated, MODELS.md §6)."""
+    """Failure/repair with exponential times (accelerated, docs/models.md §6)."""
 
     kind: Literal["stochastic"]
     target: str
@@ -169,7 +169,7 @@ class _Scaling(Strict):
     max_replicas: int = Field(10, ge=1, le=1000)
     interval: Pos = 1.0
     startup_delay: NonNeg = 0.0
-    """Delay between the decision to add a consumer and it taking messages (MODELS.md §7)."""
+    """Delay between the decision to add a consumer and it taking messages (docs/models.md §7)."""
     scale_up_stabilization: NonNeg = 0.0
     scale_down_stabilization: NonNeg = 30.0
     sla_latency: Pos | None = None
@@ -210,7 +210,7 @@ class StepScaling(_Scaling):
 
 
 class ElasticQueues(_Scaling):
-    """Elastic load-balanced queues (MODELS.md §7) behind a `topology.load_balanced` alias."""
+    """Elastic load-balanced queues (docs/models.md §7) behind a `topology.load_balanced` alias."""
 
     policy: Literal["elastic"]
     alias: str

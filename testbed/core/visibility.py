@@ -1,4 +1,4 @@
-"""Visibility-timeout rules both sides follow (MODELS.md §4): when a failed or expired attempt
+"""Visibility-timeout rules both sides follow (docs/models.md §4): when a failed or expired attempt
 is dead-lettered, and what the dead-letter and delay queues are called.
 
 The live consumers (`testbed.control.visibility`, through the `LeaseBook` of

@@ -1,9 +1,9 @@
 """The fault proxy: an asyncio TCP proxy with Toxiproxy-style toxics and HTTP API.
 
-Kernel netem is absent and no toxiproxy binary can be installed here (FACTS.md "Network
-faults"), so clients that should see network faults connect to a *link* of this proxy instead
-of the broker. `FaultProxy` runs the event loop in a daemon thread behind a synchronous facade;
-every call waits at most `call_timeout` seconds. Everything listens on 127.0.0.1 only.
+Kernel netem is absent and no toxiproxy binary can be installed here (docs/architecture.md,
+"Platform facts"), so clients that should see network faults connect to a *link* of this proxy
+instead of the broker. `FaultProxy` runs the event loop in a daemon thread behind a synchronous
+facade; every call waits at most `call_timeout` seconds. Everything listens on 127.0.0.1 only.
 
     proxy = FaultProxy(seed=7).start()             # + HTTP API on proxy.api_url (api_port=0)
     port = proxy.add_link("consumers", "127.0.0.1", 5672)

@@ -1,4 +1,4 @@
-"""The report's autoscaling section (MODELS.md §7, §8): consumers over time measured vs
+"""The report's autoscaling section (docs/models.md §7, §8): consumers over time measured vs
 predicted, the scaling steps of both sides, cost in consumer-seconds and SLA violations.
 
 Pure functions of the run directory's record tables (``timeseries``, ``events``,

@@ -1,4 +1,4 @@
-"""Client crash faults (MODELS.md §6): consumer and producer instances die abruptly.
+"""Client crash faults (docs/models.md §6): consumer and producer instances die abruptly.
 
 A crash is a :class:`ClientCrash` raised inside the instance's greenlet (gevent.kill), which
 interrupts whatever it is doing — serving, waiting for a confirm, blocked in socket I/O. The

@@ -90,7 +90,7 @@ class ProducerLoop:
         self._keys: list[str] | None = keys if isinstance(keys, list) else None
         self._key = keys if isinstance(keys, str) else None
         self._router = router
-        """Elastic alias (MODELS.md §7): the member queue of each message, by ratio; the alias
+        """Elastic alias (docs/models.md §7): the member queue of each message, by ratio; the alias
         is a direct exchange binding each member under its own name."""
         if router is not None and spec.queue is not None:
             self.destination = Destination.exchange(spec.queue)

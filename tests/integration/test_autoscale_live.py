@@ -1,4 +1,4 @@
-"""Live autoscaling on real brokers (MODELS.md §8): a queue builds, target tracking adds
+"""Live autoscaling on real brokers (docs/models.md §8): a queue builds, target tracking adds
 consumers (after their start-up delay), the backlog drains, consumers are removed gracefully,
 and the ledger shows nothing lost and nothing processed twice because of the scale-down."""
 

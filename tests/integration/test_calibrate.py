@@ -1,4 +1,4 @@
-"""A quick calibration (MODELS.md §9) against the session brokers yields a valid profile."""
+"""A quick calibration (docs/models.md §9) against the session brokers yields a valid profile."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Closed forms (MODELS.md §4–§8) against numbers computed independently of the code under test:
+"""Closed forms (docs/models.md §4–§8) against numbers computed independently of the code under test:
 textbook values, exact rational arithmetic of the textbook formulas, log-space sums, CTMC solves
 with numpy, and short seeded Ciw simulations.
 """

@@ -1,4 +1,4 @@
-"""Open-loop arrival schedules (MODELS.md §1): laws, rates, boundaries, determinism.
+"""Open-loop arrival schedules (docs/models.md §1): laws, rates, boundaries, determinism.
 
 Statistical checks use tolerances derived from the sampling error of the statistic (k standard
 errors with k = 5: a seeded test that fails is a real change, not bad luck).

@@ -1,4 +1,4 @@
-"""Autoscaling policies with plain numbers (MODELS.md §7, §8), hand-computed."""
+"""Autoscaling policies with plain numbers (docs/models.md §7, §8), hand-computed."""
 
 from __future__ import annotations
 

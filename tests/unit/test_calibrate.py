@@ -1,4 +1,4 @@
-"""Calibration maths and profile assembly on plain numbers (MODELS.md §9)."""
+"""Calibration maths and profile assembly on plain numbers (docs/models.md §9)."""
 
 from __future__ import annotations
 

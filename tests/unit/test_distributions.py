@@ -1,4 +1,4 @@
-"""Distributions: analytic moments, moment matching (MODELS.md §2), validation, samplers.
+"""Distributions: analytic moments, moment matching (docs/models.md §2), validation, samplers.
 
 Expected numbers come from textbook formulas written out here, KS tests, or sampling —
 never from the property under test.
@@ -38,7 +38,7 @@ from testbed.core.distributions import (
 N_SAMPLES = 200_000
 Z = 5.0  # sampling tolerance in standard errors (seeded, so a fixed draw; 5σ leaves margin)
 
-# SPECjms2007 interaction 1, Order message sizes (MODELS.md §1), in bytes
+# SPECjms2007 interaction 1, Order message sizes (docs/models.md §1), in bytes
 ORDER = Choice(values=[1740.0, 7100.0, 41010.0], weights=[0.95, 0.04, 0.01])
 
 
@@ -149,7 +149,7 @@ def test_discrete_frequencies() -> None:
     assert set(np.unique(ys)) == {5.0, 6.0, 7.0}
 
 
-# --- fit(): MODELS.md §2 moment matching ---------------------------------------------------
+# --- fit(): docs/models.md §2 moment matching ---------------------------------------------------
 
 
 def _fitted_moments(d: Distribution) -> tuple[float, float]:

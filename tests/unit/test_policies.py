@@ -1,4 +1,4 @@
-"""Visibility-timeout leases with plain numbers and the shared visibility rules (MODELS.md §4)."""
+"""Visibility-timeout leases with plain numbers and the shared visibility rules (docs/models.md §4)."""
 
 from __future__ import annotations
 

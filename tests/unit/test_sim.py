@@ -1,4 +1,4 @@
-"""The simulator against theory (MODELS.md §3–§5) and against Ciw, over seeded replications.
+"""The simulator against theory (docs/models.md §3–§5) and against Ciw, over seeded replications.
 
 Each check runs R independent replications, takes one figure per replication over the load
 window, and asserts that the closed form lies inside the replications' 95 % Student-t interval

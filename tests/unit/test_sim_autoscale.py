@@ -1,4 +1,4 @@
-"""Simulated actuation of the autoscaling policies (MODELS.md §7, §8): the same policy objects
+"""Simulated actuation of the autoscaling policies (docs/models.md §7, §8): the same policy objects
 on the simulated clock, `scale` events with their inputs, graceful scale-down losing nothing."""
 
 from __future__ import annotations

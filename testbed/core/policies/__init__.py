@@ -1,13 +1,14 @@
-"""Pure control policies: no clock, broker or socket inside (DESIGN.md principle 4).
+"""Pure control policies: no clock, broker or socket inside (docs/architecture.md principle 4).
 
-The same objects run in the live control loops (`testbed/control/`) and inside the SimPy model
-(`emulator/sim/`): callers pass `now` explicitly.
+Callers pass `now` explicitly. The autoscalers run both in the live control loop
+(`testbed/control/`) and inside the SimPy model (`emulator/sim/`); the visibility lease book
+serves the live side only.
 
-- :mod:`.visibility` — visibility-timeout leases (MODELS.md §4).
+- :mod:`.visibility` — visibility-timeout leases (docs/models.md §4).
 - :mod:`.provisioning` — start-up delays, co-provisioning slots and the pre-provisioned pool
-  (MODELS.md §7): *when* a consumer the policy asked for can take messages.
-- :mod:`.scaling` — target tracking (HPA/KEDA) and step/threshold policies (MODELS.md §8).
-- :mod:`.elastic` — elastic load-balanced queues with forwarding ratios (MODELS.md §7).
+  (docs/models.md §7): *when* a consumer the policy asked for can take messages.
+- :mod:`.scaling` — target tracking (HPA/KEDA) and step/threshold policies (docs/models.md §8).
+- :mod:`.elastic` — elastic load-balanced queues with forwarding ratios (docs/models.md §7).
 - :mod:`.sizing` — the closed forms they size with: NPP and the HPA/KEDA replica formula.
 - :mod:`.autoscaler` — one policy + its provisioner behind ``decide(observation, now)``.
 """

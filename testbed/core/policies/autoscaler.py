@@ -188,7 +188,7 @@ class Autoscaler:
 
 
 def pool_size(spec: Autoscaling) -> int:
-    """Pre-provisioned hosts: `preprovisioned`, else NPP from sla_delta (MODELS.md §7), else 0."""
+    """Pool size: `preprovisioned`, else NPP from sla_delta (docs/models.md §7), else 0."""
     from testbed.core.scenario_faults import ElasticQueues
 
     if not isinstance(spec, ElasticQueues):

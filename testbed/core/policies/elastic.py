@@ -1,4 +1,4 @@
-"""Elastic load-balanced queues (MODELS.md §7), pure.
+"""Elastic load-balanced queues (docs/models.md §7), pure.
 
 Producers send to an alias that forwards to n member queues, each read by its own consumer.
 Every control round k:

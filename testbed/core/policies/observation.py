@@ -2,7 +2,7 @@
 
 The live loop builds it from a broker statistics poll (:mod:`testbed.observe.stats`), the
 simulator from :meth:`emulator.sim.model.Model.observe`; both through these two classes, so a
-policy cannot tell them apart. Queue length is ready + unacked (MODELS.md §8: counting only
+policy cannot tell them apart. Queue length is ready + unacked (docs/models.md §8: counting only
 ready messages makes a policy remove consumers that still hold in-flight work).
 """
 

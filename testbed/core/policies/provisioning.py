@@ -1,4 +1,4 @@
-"""When a consumer the policy asked for can take messages (MODELS.md §7, pure).
+"""When a consumer the policy asked for can take messages (docs/models.md §7, pure).
 
 A consumer runs in a *slot* of a host ("VM"); a host has ``slots_per_vm`` slots
 (co-provisioning) and takes ``startup_delay`` seconds to boot. Adding a consumer uses, in order:

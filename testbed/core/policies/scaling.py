@@ -1,4 +1,4 @@
-"""Consumer-count policies (MODELS.md §8): target tracking (HPA / KEDA) and step/threshold.
+"""Consumer-count policies (docs/models.md §8): target tracking (HPA / KEDA) and step/threshold.
 
 Both answer "how many consumers" from an :class:`Observation` and the current count (running +
 starting, HPA's ``spec.replicas``); *when* each new one takes messages is the

@@ -1,4 +1,4 @@
-"""Elastic pre-provisioning and the HPA/KEDA replica formula (MODELS.md §7, §8).
+"""Elastic pre-provisioning and the HPA/KEDA replica formula (docs/models.md §7, §8).
 
 Closed forms the live and simulated autoscalers both decide with; `emulator.analytic`
 re-exports them beside the other closed forms."""
@@ -21,7 +21,7 @@ def _ceil(x: float) -> int:
 def npp(sla_delta: float, vm_startup: float, vm_capacity: float) -> int:
     """Size of the pre-provisioned VM pool, NPP = ceil(SLA.delta × VM.startup / VM.capacity).
 
-    MODELS.md §7: ``sla_delta`` is the largest load increase to absorb (msg/s²), ``vm_startup``
+    docs/models.md §7: ``sla_delta`` is the largest load increase to absorb (msg/s²), ``vm_startup``
     the VM (consumer slot) start-up delay (s), ``vm_capacity`` one VM's capacity (msg/s). The
     pool covers the load that arrives while a new VM boots.
     """
@@ -34,7 +34,7 @@ def npp(sla_delta: float, vm_startup: float, vm_capacity: float) -> int:
 def hpa_desired(current: int, metric: float, target: float, tolerance: float = 0.1) -> int:
     """Kubernetes HPA / KEDA target tracking: desired = ceil(current × metric / target).
 
-    MODELS.md §8. ``metric`` is the current per-replica value and ``target`` the desired one.
+    docs/models.md §8. ``metric`` is the current per-replica value and ``target`` the desired one.
     No change while |metric/target − 1| ≤ ``tolerance`` (HPA's ±10 %). ``current`` = 0 is the
     KEDA activation step: 1 replica if ``metric`` > 0, else 0. Min/max replicas and the
     scale-down stabilisation window belong to the policy that calls this.

@@ -1,9 +1,10 @@
-"""Visibility-timeout leases (MODELS.md §4), a pure policy: callers pass `now`.
+"""Visibility-timeout leases (docs/models.md §4), a pure policy: callers pass `now`.
 
-The same objects run in the live control loops (`testbed/control/`) and inside the SimPy model
-(`emulator/sim/`): callers pass `now` explicitly.
+Used by the live controller (`testbed/control/visibility.py`). The simulator does not use it:
+it keeps its leases in `emulator/sim/queues.py` and `consumers.py` (docs/architecture.md,
+"Known debts").
 
-Visibility timeout (MODELS.md §4): :class:`LeaseBook` keeps one lease per in-flight delivery.
+Visibility timeout (docs/models.md §4): :class:`LeaseBook` keeps one lease per in-flight delivery.
 A lease starts when the broker dispatches an attempt; acking settles it; when it expires the
 message must become visible again (``redeliver``) or, once `max_deliveries` attempts have been
 made, go to the dead-letter queue (``dead_letter``): `testbed.core.visibility.dead_letters`.

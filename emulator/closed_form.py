@@ -35,9 +35,9 @@ import numpy as np
 
 from emulator import analytic
 from emulator.errors import PredictionError
-from emulator.profile import Profile
 from emulator.sim.costs import Costs, derive_costs
 from emulator.sim.summary import Key
+from testbed.core.profile import Profile
 from testbed.core.quantiles import PROBS
 from testbed.core.scenario import ClosedArrival, PoissonArrival, Scenario
 from testbed.core.visibility import dead_letter_probability

@@ -38,12 +38,12 @@ from typing import Any
 
 from emulator.closed_form import analytic_figures
 from emulator.errors import PredictionError
-from emulator.profile import Profile, default_profile, load_profile
 from emulator.sim.model import SimResult
 from emulator.sim.runner import concat_tables, run_replications
 from emulator.sim.summary import replication_metrics, summarize
 from testbed.core.ledger import write_ledgers
 from testbed.core.load import offered_load
+from testbed.core.profile import Profile, default_profile, load_profile
 from testbed.core.records import SCHEMAS, Ledger, write_table
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario

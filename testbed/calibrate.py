@@ -2,7 +2,7 @@
 
 Two parts, each optional:
 
-1. the broker micro-benchmarks (``emulator.calibration``: latency fits, write/read times,
+1. the broker micro-benchmarks (``testbed.calibration``: latency fits, write/read times,
    queue capacity, fan-out, memory) on a broker of a testbed home or a temporary one;
 2. the client path through the live workload (:mod:`testbed.calibration.client_path`):
    delivery-delay and hold tables, with the goodness of fit of every point.
@@ -19,12 +19,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from emulator.profile import DEFAULT_CLIENT, Profile, default_profile, load_profile
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.provision import provisioned
 from testbed.calibration.client_path import calibration_scenario, measure_client_path
 from testbed.calibration.machine import cache_path, write_profile
 from testbed.core.client_path import ClientPath
+from testbed.core.profile import DEFAULT_CLIENT, Profile, default_profile, load_profile
 from testbed.core.scenario import Scenario
 from testbed.exceptions import ConfigurationError
 

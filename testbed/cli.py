@@ -442,8 +442,8 @@ def calibrate(
     """Calibrate a broker and client library on this machine -> a profile (docs/models.md §9).
 
     Ends with the goodness-of-fit table of the client path."""
-    from emulator.calibration.api import calibrate_endpoint
     from testbed.calibrate import calibrate_machine, fit_table
+    from testbed.calibration.api import calibrate_endpoint
     from testbed.run import replicate_on
 
     def micro(path: Path, endpoint: Any) -> Path:

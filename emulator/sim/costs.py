@@ -38,7 +38,7 @@ __all__ = ["Costs", "derive_costs"]
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.profile import Fitted, MomentFit, Profile
+from testbed.core.profile import Fitted, MomentFit, Profile
 from testbed.core.quantiles import QuantileTable
 
 

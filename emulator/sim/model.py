@@ -25,7 +25,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from emulator.profile import Profile
 from emulator.sim.broker import make_broker
 from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
@@ -38,6 +37,7 @@ from emulator.sim.recorder import Recorder
 from testbed.core.arrivals import schedule
 from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
+from testbed.core.profile import Profile
 from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario

@@ -18,8 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pyarrow as pa
 
-from emulator.profile import Profile
 from emulator.sim.model import Model, SimResult
+from testbed.core.profile import Profile
 from testbed.core.records import SCHEMAS
 from testbed.core.scenario import Scenario
 

@@ -14,9 +14,9 @@ __all__ = ["CALIBRATION_MODES", "ProfileChoice", "choose_profile", "profile_with
 from collections.abc import Callable
 from pathlib import Path
 
-from emulator.profile import default_profile, load_profile, shipped_profile_path
 from testbed.calibration.client_path import Replicate
 from testbed.calibration.machine import ProfileChoice, cached_profile, machine_profile
+from testbed.core.profile import default_profile, load_profile, shipped_profile_path
 from testbed.core.scenario import Scenario
 from testbed.exceptions import ConfigurationError
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from emulator.profile import Profile, default_profile, load_profile, shipped_profile_path
 from testbed.calibration.client_path import Replicate, measure_client_path
+from testbed.core.profile import Profile, default_profile, load_profile, shipped_profile_path
 from testbed.exceptions import MqbedError
 
 

@@ -122,6 +122,14 @@ def test_summary_figures_match_the_records(spark: SparkSession, runs: list[Path]
     assert set(windows.source) == {"measured", "predicted"}
     assert set(windows.phase) == {"warmup", "load", "drain"}
     assert 0.2 < summary["distributions"][0]["ks"] < 0.5  # lognormal σ 0.6, medians × 1.5
+    # W1 of two lognormals differing by a median factor 1.5 is ~half the measured median or more
+    ks_entry = next(e for e in summary["metrics"] if e["metric"] == "latency_ks" and not e["queue"])
+    w1_entry = next(
+        e for e in summary["metrics"] if e["metric"] == "latency_w1_s" and not e["queue"]
+    )
+    assert ks_entry["predicted"] == summary["distributions"][0]["ks"]
+    assert ks_entry["within_target"] is False  # 0.2-0.5 > the 0.10 target
+    assert w1_entry["predicted"] > 0 and w1_entry["within_target"] is False
 
 
 def test_reports_with_and_without_prediction(spark: SparkSession, runs: list[Path]) -> None:
@@ -130,7 +138,8 @@ def test_reports_with_and_without_prediction(spark: SparkSession, runs: list[Pat
     assert reports == [r / "report.html" for r in runs]
     page = reports[0].read_text()
     assert "<script" not in page and not re.search(r"""(src|href)=["']?https?:""", page)
-    assert page.count('class="metric-row"') == 8
+    assert page.count('class="metric-row"') == 10  # 8 figures + latency CDF KS and W1
+    assert "latency CDF, KS" in page and "latency CDF, W1" in page
     assert len(re.findall(r'<img class="plot"[^>]+src="data:image/png;base64,', page)) == 4
     solo = json.loads((runs[1] / "analysis" / "summary.json").read_text())
     assert solo["verdict"]["status"] == "no prediction"

@@ -60,8 +60,8 @@ def scenario(messages: float):  # type: ignore[no-untyped-def]
 
 def throughput(messages: float) -> tuple[float, int]:
     """Best-of-3 simulated messages per wall second of the event loop alone."""
-    from emulator.profile import default_profile
     from emulator.sim.model import Model
+    from testbed.core.profile import default_profile
 
     best, count = 0.0, 0
     for rep in range(3):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator.calibrate import calibrate_endpoint
-from emulator.calibration.assemble import sidecar_path
-from emulator.profile import load_profile
 from testbed.backends.base import BrokerEndpoint
+from testbed.calibration.api import calibrate_endpoint
+from testbed.calibration.assemble import sidecar_path
+from testbed.core.profile import load_profile
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import yaml
 
-from emulator.calibration.assemble import assemble, render_yaml, sidecar_path, write_outputs
-from emulator.calibration.bench import MemoryProbe, PipeProbe, PointStats, StreamRecord, StreamSpec
-from emulator.calibration.bench import point_stats as reduce_point
-from emulator.calibration.fitting import (
+from emulator.sim.costs import derive_costs
+from testbed.calibration.assemble import assemble, render_yaml, sidecar_path, write_outputs
+from testbed.calibration.bench import MemoryProbe, PipeProbe, PointStats, StreamRecord, StreamSpec
+from testbed.calibration.bench import point_stats as reduce_point
+from testbed.calibration.fitting import (
     difference_fit,
     linear_fit,
     moments,
@@ -21,10 +22,9 @@ from emulator.calibration.fitting import (
     summarize,
     union_moments,
 )
-from emulator.calibration.protocol import CalibrationData, Protocol
-from emulator.calibration.reassemble import load_measurements, reassemble
-from emulator.profile import Profile, load_profile
-from emulator.sim.costs import derive_costs
+from testbed.calibration.protocol import CalibrationData, Protocol
+from testbed.calibration.reassemble import load_measurements, reassemble
+from testbed.core.profile import Profile, load_profile
 
 SIZES = [100, 1_000, 10_000, 100_000, 1_000_000]
 

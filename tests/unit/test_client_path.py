@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from emulator.profile import default_profile
 from emulator.sim.model import Model
 from testbed.calibration.client_path import (
     HOLD_SERVICE,
@@ -19,6 +18,7 @@ from testbed.calibration.client_path import (
 )
 from testbed.core.client_path import ClientPath, HoldPoint, PathPoint, Provenance
 from testbed.core.distributions import Deterministic
+from testbed.core.profile import default_profile
 from testbed.core.quantiles import (
     PROBS,
     QuantileTable,

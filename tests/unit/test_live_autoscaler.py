@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emulator.profile import default_profile
 from emulator.sim.model import Model
 from testbed.control.autoscaler import LiveAutoscaler
 from testbed.core.clock import RunClock
+from testbed.core.profile import default_profile
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.recorder import Recorder
 from testbed.observe.stats import BrokerStats, QueueStats

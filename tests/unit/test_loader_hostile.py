@@ -33,6 +33,10 @@ REPO = Path(testbed.__file__).resolve().parents[1]
 LIBRARY = sorted((REPO / "workloads" / "scenarios").glob("*.yaml"))
 QUICKSTART = (REPO / "workloads" / "scenarios" / "quickstart.yaml").read_text()
 TIME_LIMIT_S = 5.0
+"""CPU seconds (user + system) a refusal may cost: a behaviour bound that a loaded machine
+cannot break, unlike wall time (the suite runs beside live brokers)."""
+WALL_KILL_S = 60.0
+"""A child still running after this long is killed (a hang, e.g. a FIFO read)."""
 RSS_LIMIT_MB = 200.0
 
 
@@ -50,7 +54,7 @@ def _limit_memory() -> None:
 
 
 def run_validate(*files: str | Path, cwd: Path, command: str = "validate") -> Result:
-    """`python -m testbed.cli validate FILES` with a hard 3 x TIME_LIMIT_S kill."""
+    """`python -m testbed.cli validate FILES`, killed after WALL_KILL_S; CPU time measured."""
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
@@ -68,12 +72,12 @@ def run_validate(*files: str | Path, cwd: Path, command: str = "validate") -> Re
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.monotonic() - t0 > 3 * TIME_LIMIT_S:
+            if time.monotonic() - t0 > WALL_KILL_S:
                 os.killpg(proc.pid, signal.SIGKILL)
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(0.02)
-        seconds = time.monotonic() - t0
+        seconds = usage.ru_utime + usage.ru_stime
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -84,7 +88,7 @@ def run_validate(*files: str | Path, cwd: Path, command: str = "validate") -> Re
 def assert_refused(r: Result, name: str, line: int, fragment: str) -> None:
     assert "Traceback" not in r.err, r.err[-2000:]
     assert r.code == 2, (r.code, r.err[-500:])
-    assert r.seconds < TIME_LIMIT_S, f"took {r.seconds:.1f}s"
+    assert r.seconds < TIME_LIMIT_S, f"took {r.seconds:.1f} CPU seconds"
     assert r.peak_rss_mb < RSS_LIMIT_MB, f"peak RSS {r.peak_rss_mb:.0f} MB"
     located = [x for x in r.err.splitlines() if x.startswith(f"{name}:{line}:")]
     assert located and any(fragment in x for x in located), r.err[-1000:]

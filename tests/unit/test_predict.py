@@ -13,7 +13,7 @@ import pytest
 
 from emulator.errors import PredictionError
 from emulator.predict import PredictionResult, predict
-from emulator.profile import Profile, default_profile
+from testbed.core.profile import Profile, default_profile
 from testbed.core.records import SCHEMAS, Ledger
 from testbed.core.scenario_loader import parse_scenario
 from testbed.exceptions import ConfigurationError, MqbedError
@@ -195,7 +195,7 @@ def test_worker_processes_reproduce_the_in_process_replication(
 
 
 def test_profile_errors_name_the_file_and_field(tmp_path: Path) -> None:
-    from emulator.profile import load_profile
+    from testbed.core.profile import load_profile
 
     good = (ROOT / "deploy" / "calibration" / "rabbitmq-local.yaml").read_text()
     bad = tmp_path / "p.yaml"

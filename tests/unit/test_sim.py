@@ -16,8 +16,8 @@ import pytest
 from scipy import stats
 
 from emulator import analytic
-from emulator.profile import Profile
 from emulator.sim.model import Model, SimResult
+from testbed.core.profile import Profile
 from testbed.core.scenario_loader import parse_scenario
 
 WARMUP = 20.0

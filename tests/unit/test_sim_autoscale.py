@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.profile import default_profile
 from emulator.sim.model import Model
+from testbed.core.profile import default_profile
 from testbed.core.scenario_loader import load_scenario
 
 LIB = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from emulator import analytic
-from emulator.profile import Profile
 from emulator.sim import faults as sim_faults
 from emulator.sim.faults import reconnect_at
 from emulator.sim.model import Model, SimResult
@@ -18,6 +17,7 @@ from testbed.analysis.qos import broker_uptime
 from testbed.core import availability as core_availability
 from testbed.core.availability import availability_from_events
 from testbed.core.faultplan import plan_crashes, plan_faults
+from testbed.core.profile import Profile
 from testbed.core.scenario_loader import parse_scenario
 from testbed.core.seeds import replication_seed
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from emulator.profile import Profile, default_profile
 from emulator.sim.model import Model, SimResult
+from testbed.core.profile import Profile, default_profile
 from testbed.core.scenario_loader import parse_scenario
 
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from emulator.calibration.assemble import write_outputs
-from emulator.calibration.protocol import Protocol, run_protocol
 from testbed.backends.base import BrokerEndpoint
+from testbed.calibration.assemble import write_outputs
+from testbed.calibration.protocol import Protocol, run_protocol
 from testbed.exceptions import ConfigurationError
 
 Kind = Literal["rabbitmq", "activemq"]

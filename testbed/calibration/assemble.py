@@ -62,10 +62,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.calibration.bench import PointStats
-from emulator.calibration.fitting import LineFit, difference_fit, linear_fit, pooled_moments
-from emulator.calibration.protocol import CalibrationData, size_label
-from emulator.profile import Profile, load_profile
+from testbed.calibration.bench import PointStats
+from testbed.calibration.fitting import LineFit, difference_fit, linear_fit, pooled_moments
+from testbed.calibration.protocol import CalibrationData, size_label
+from testbed.core.profile import Profile, load_profile
 from testbed.exceptions import MqbedError
 
 HIGH_WATERMARK = {"rabbitmq": 0.6, "activemq": 1.0}
@@ -166,7 +166,7 @@ def assemble(
     """The profile (as a dict `Profile` validates) and the derivation record.
 
     Uses only the per-point summaries (not the single samples), so a sidecar is enough to
-    derive the profile again (`emulator.calibration.reassemble`).
+    derive the profile again (`testbed.calibration.reassemble`).
     """
     p = data.protocol
     ref = float(p.reference_size)
@@ -369,7 +369,7 @@ def assemble(
         "memory.per_message_overhead": f"(delta memory / n) - size at {size_label(int(ref))}"
         + (f", n={ref_mem.n}" if ref_mem else ""),
         "memory.base_bytes": "broker memory with no queued messages",
-        "memory.high_watermark": "not measured (see emulator/calibration/assemble.py)",
+        "memory.high_watermark": "not measured (see testbed/calibration/assemble.py)",
     })  # fmt: skip
     return asm
 
@@ -490,7 +490,7 @@ def write_outputs(
     """Assemble, write the YAML (validated by `load_profile`) and the sidecar JSON.
 
     `command` is the command that measured; `derived_by`, when the profile is derived again
-    from a sidecar (`emulator.calibration.reassemble`), the command that did that.
+    from a sidecar (`testbed.calibration.reassemble`), the command that did that.
     """
     asm = assemble(data, host=host, date=data.started[:10] or None)
     p = data.protocol

@@ -68,7 +68,7 @@ from testbed.core.strict import Strict
 from testbed.core.suggest import did_you_mean
 from testbed.exceptions import ConfigurationError
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "deploy" / "calibration"
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "deploy" / "calibration"
 """Where `default_profile` looks: ``deploy/calibration/<kind>-local.yaml``."""
 
 Fitted = Exponential | Deterministic | HyperZero | ExpErlang | Erlang

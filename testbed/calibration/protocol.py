@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from emulator.calibration.bench import (
+from testbed.backends.base import BrokerEndpoint
+from testbed.calibration.bench import (
     MemoryProbe,
     PipeProbe,
     PointStats,
@@ -44,7 +45,6 @@ from emulator.calibration.bench import (
     point_stats,
     run_group,
 )
-from testbed.backends.base import BrokerEndpoint
 
 SIZES: tuple[int, ...] = (100, 1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES: tuple[int, ...] = (100, 10_000, 100_000)
@@ -131,7 +131,7 @@ def size_label(n: int) -> str:
 
 @dataclass
 class CalibrationData:
-    """Everything one calibration run measured (input of `emulator.calibration.assemble`)."""
+    """Everything one calibration run measured (input of `testbed.calibration.assemble`)."""
 
     kind: str
     version: str

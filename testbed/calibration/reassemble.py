@@ -1,9 +1,9 @@
 """Derive a profile again from a calibration sidecar, without measuring (docs/models.md §9).
 
 The sidecar (``NAME.points.json``) holds every per-point summary a profile is derived from
-(`emulator.calibration.assemble` needs no single samples). When the derivation rules change,
+(`testbed.calibration.assemble` needs no single samples). When the derivation rules change,
 
-    python -m emulator.calibration.reassemble deploy/calibration/rabbitmq-local.points.json
+    python -m testbed.calibration.reassemble deploy/calibration/rabbitmq-local.points.json
 
 rewrites ``rabbitmq-local.yaml`` and the sidecar's fits and notes from the same measurements;
 the profile header names both the measuring command and this one.
@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from emulator.calibration.assemble import write_outputs
-from emulator.calibration.bench import MemoryProbe, PipeProbe, PointStats
-from emulator.calibration.fitting import Summary
-from emulator.calibration.protocol import CalibrationData, Protocol
-from emulator.profile import Profile
+from testbed.calibration.assemble import write_outputs
+from testbed.calibration.bench import MemoryProbe, PipeProbe, PointStats
+from testbed.calibration.fitting import Summary
+from testbed.calibration.protocol import CalibrationData, Protocol
+from testbed.core.profile import Profile
 from testbed.exceptions import ConfigurationError, MqbedError
 
 _NAN = float("nan")
@@ -123,12 +123,12 @@ def reassemble(sidecar: Path, out_path: Path | None = None, *, derived_by: str) 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(
-        prog="python -m emulator.calibration.reassemble", description=__doc__
+        prog="python -m testbed.calibration.reassemble", description=__doc__
     )
     ap.add_argument("sidecar", type=Path)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(args_list)
-    cmd = shlex.join(["python", "-m", "emulator.calibration.reassemble", *args_list])
+    cmd = shlex.join(["python", "-m", "testbed.calibration.reassemble", *args_list])
     try:
         reassemble(a.sidecar, a.out, derived_by=cmd)
     except MqbedError as e:

@@ -1,4 +1,4 @@
-"""``python -m emulator.calibration``: the calibration from a shell (docs/models.md §9).
+"""``python -m testbed.calibration``: the calibration from a shell (docs/models.md §9).
 
 Same options as ``mqbed calibrate``; the exact command line is recorded in the profile header.
 """
@@ -10,13 +10,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from emulator.calibration.api import calibrate
+from testbed.calibration.api import calibrate
 from testbed.exceptions import MqbedError
 
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m emulator.calibration", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m testbed.calibration", description=__doc__)
     ap.add_argument("--broker", required=True, choices=["rabbitmq", "activemq"])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--duration", type=float, default=60.0)
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", type=Path, default=None)
     a = ap.parse_args(args_list)
     out = a.out or Path("deploy/calibration") / f"{a.broker}-local.yaml"
-    command = shlex.join(["python", "-m", "emulator.calibration", *args_list])
+    command = shlex.join(["python", "-m", "testbed.calibration", *args_list])
     try:
         path = calibrate(
             a.broker, out, duration=a.duration, repeats=a.repeats, quick=a.quick,

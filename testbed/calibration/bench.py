@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from emulator.calibration.fitting import Summary, summarize
 from testbed.backends.base import BrokerEndpoint
 from testbed.brokers import (
     BindingDecl,
@@ -61,6 +60,7 @@ from testbed.brokers import (
     make_adapter,
 )
 from testbed.brokers.base import Declaration
+from testbed.calibration.fitting import Summary, summarize
 
 CONFIRM_TIMEOUT = 30.0
 """Seconds a producer waits for one confirm before counting it failed."""

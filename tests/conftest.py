@@ -100,8 +100,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _selects(config: pytest.Config) -> bool:
     """Whether the command line itself picks a subset of the suite (or pytest runs from a
     directory below the root, which collects that directory only)."""
-    if config.invocation_params.dir != config.rootpath:
-        return True
+    if config.invocation_params.dir != config.rootpath or not PARSER:
+        return True  # no PARSER: this conftest was not an initial one, so not a suite run
     ns: argparse.Namespace = PARSER[0].parse_known_args(list(config.invocation_params.args))
     picks = ("file_or_dir", "keyword", "markexpr", "deselect", "ignore", "ignore_glob", "lf")
     return any(getattr(ns, name, None) for name in picks) or bool(getattr(ns, "stepwise", None))

@@ -1,6 +1,20 @@
 """Suite-wide rules and the terminal summary.
 
-- With CI=true no test may skip (a missing service is a failure).
+- No test may skip, xfail or xpass, in any environment: a missing broker, engine or module is a
+  failure, and so is a known bug marked xfail. A skip or xfail report is turned into a failure
+  naming its reason (``pytest_runtest_makereport``); a skipped collector (module-level
+  ``pytest.importorskip`` or ``pytest.skip(allow_module_level=True)``) becomes a collection
+  error (``pytest_make_collect_report``). Both run where the test or collector runs, so they
+  hold in pytest-xdist workers, whose reports the controller then prints as they are. A last
+  guard counts what reaches ``pytest_runtest_logreport`` / ``pytest_collectreport`` and fails
+  the session should a skip or xfail still get through (another plugin rewriting reports).
+- Nothing is silently deselected: a full-suite run (from the root directory, with a command
+  line free of paths, node ids, ``-k``, ``-m``, ``--deselect``, ``--ignore``, ``--lf`` and
+  ``--sw``; ``make test`` is one) must collect, after deselection, at least the number of tests
+  written in ``collected-minimum.txt`` next to this file, else it stops before running any.
+  Options in ``addopts`` or ``PYTEST_ADDOPTS`` do not exempt a run, only the command line does,
+  so a developer can still run one file. Under xdist the controller checks the ids a worker
+  collected (``pytest_xdist_node_collection_finished``); workers do not check.
 - `summary_line(section, line)`: figures worth reading after a run (broker start-up times, image
   builds) go to a section of the terminal summary. ``make test`` runs the suite in pytest-xdist
   workers; each worker ships its lines to the controller (``workeroutput``), which prints them.
@@ -8,26 +22,130 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Generator
+import argparse
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+MINIMUM_FILE = Path(__file__).resolve().with_name("collected-minimum.txt")
+RULE = "no test may skip, xfail or xpass (tests/conftest.py)"
+
+# -- no skip, no xfail ------------------------------------------------------------------------
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
-    outcome = yield
-    report = outcome.get_result()
-    if CI and report.skipped and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+def _refusal(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    """Why `report` breaks the rule (None: it does not)."""
+    if hasattr(report, "wasxfail"):
+        kind = "xfailed" if report.skipped else "xpassed"  # a strict xpass is failed already
+        return f"{kind}: {report.wasxfail or 'no reason given'} - {RULE}"
+    if report.skipped:
+        longrepr = report.longrepr
+        where, reason = "", str(longrepr)
+        if isinstance(longrepr, tuple):  # (path, line, "Skipped: reason")
+            where, reason = f" at {longrepr[0]}:{longrepr[1]}", longrepr[2]
+        return f"skipped: {reason.removeprefix('Skipped: ')}{where} - {RULE}"
+    return None
+
+
+def _fail(report: pytest.TestReport | pytest.CollectReport) -> None:
+    refusal = _refusal(report)
+    if refusal is not None:
         report.outcome = "failed"
-        report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
+        report.longrepr = refusal
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
 
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
+    report = yield  # tryfirst: outermost wrapper, after pytest's own xfail handling
+    _fail(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    report = yield
+    _fail(report)
+    return report
+
+
+BROKEN: list[str] = []
+"""Reports that got through as skipped/xfailed/xpassed (this process's)."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _refusal(report) is not None:
+        BROKEN.append(f"{report.nodeid} ({report.when})")
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if _refusal(report) is not None:
+        BROKEN.append(report.nodeid or "<session>")
+
+
+# -- nothing deselected -----------------------------------------------------------------------
+
+PARSER: list[pytest.Parser] = []
+"""pytest's option parser, kept to read the bare command line (without addopts)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    PARSER.append(parser)
+
+
+def _selects(config: pytest.Config) -> bool:
+    """Whether the command line itself picks a subset of the suite (or pytest runs from a
+    directory below the root, which collects that directory only)."""
+    if config.invocation_params.dir != config.rootpath or not PARSER:
+        return True  # no PARSER: this conftest was not an initial one, so not a suite run
+    ns: argparse.Namespace = PARSER[0].parse_known_args(list(config.invocation_params.args))
+    picks = ("file_or_dir", "keyword", "markexpr", "deselect", "ignore", "ignore_glob", "lf")
+    return any(getattr(ns, name, None) for name in picks) or bool(getattr(ns, "stepwise", None))
+
+
+def _check_collected(config: pytest.Config, count: int) -> None:
+    if _selects(config):
+        return
+    name = (
+        MINIMUM_FILE.relative_to(config.rootpath)
+        if MINIMUM_FILE.is_relative_to(config.rootpath)
+        else MINIMUM_FILE
+    )
+    try:
+        minimum = int(MINIMUM_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError) as err:
+        pytest.exit(f"{name}: cannot read the minimum test count ({err})", 1)
+    if count < minimum:
+        pytest.exit(
+            f"a full-suite run collected {count} test(s) (after deselection), fewer than the "
+            f"{minimum} in {name}: tests were deselected, ignored or lost. "
+            f"If they were removed on purpose, lower the figure in that file.",
+            1,
+        )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or config.pluginmanager.has_plugin("dsession"):
+        return  # an xdist worker (the controller checks) or the controller (it collects nothing)
+    _check_collected(config, len(session.items))
+
+
+CHECKED: list[int] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+    if not CHECKED:  # every worker collects the whole suite (xdist compares them)
+        CHECKED.append(len(ids))
+        _check_collected(node.config, len(ids))
+
+
+# -- terminal summary -------------------------------------------------------------------------
 
 SUMMARY: dict[str, list[str]] = {}
 """Terminal-summary lines by section title (this process's, plus every finished worker's)."""
@@ -41,6 +159,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     shipped = getattr(session.config, "workeroutput", None)  # set in xdist workers only
     if shipped is not None:
         shipped["mqbed_summary"] = {k: list(v) for k, v in SUMMARY.items()}
+    if BROKEN and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -50,6 +170,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if BROKEN:
+        SUMMARY.setdefault(RULE, []).extend(BROKEN)
     for section, lines in SUMMARY.items():
         terminalreporter.section(section)
         for line in lines:

@@ -98,9 +98,15 @@ def test_kill_keeps_every_confirmed_persistent_message_and_loses_transient_ones(
     assert sum(c.ok for c in collect(transient, 200, 10.0)) == 200
 
     persistent = a.producer("durable-q", persistent=True, confirms=True)
-    confirmed: set[str] = set()
-    sent = 0
-    killer = threading.Timer(1.0, faults.kill, args=(ep.name,))
+    confirms: list[Confirm] = []
+    sent, error_ns = 0, 0
+    killed_ns: list[int] = []  # when the kill was sent
+
+    def kill() -> None:
+        killed_ns.append(time.time_ns())
+        faults.kill(ep.name)
+
+    killer = threading.Timer(1.0, kill)
     killer.start()
     deadline = time.monotonic() + 15.0
     try:
@@ -108,13 +114,20 @@ def test_kill_keeps_every_confirmed_persistent_message_and_loses_transient_ones(
             if persistent.in_flight < 200:
                 persistent.publish(b"p" * 100, msg_id=f"p{sent}")
                 sent += 1
-            confirmed |= {c.msg_id for c in persistent.poll_confirms(0.0) if c.ok}
+            confirms += persistent.poll_confirms(0.0)
     except a.connection_errors:
-        pass
+        error_ns = time.time_ns()
     killer.join()
     a.close()
     assert not backend.is_healthy(ep.name)
-    assert 0 < len(confirmed) <= sent
+    # publishing ran unhindered for 1 s, then the kill (and only the kill) broke the connection
+    assert killed_ns and error_ns, "the kill never reached the publisher (15 s without error)"
+    assert killed_ns[0] <= error_ns < killed_ns[0] + 5e9, (killed_ns, error_ns)
+    before = [c for c in confirms if c.t_ns < killed_ns[0]]
+    assert all(c.ok for c in before), [c for c in before if not c.ok][:3]
+    assert len(before) >= 200, f"{len(before)} confirms in the second before the kill"
+    confirmed = {c.msg_id for c in confirms if c.ok}
+    assert sent - 200 <= len(confirmed) <= sent, (sent, len(confirmed))  # 200: the window
 
     faults.start(ep.name)
     # declared again, as clients do on reconnect

@@ -187,6 +187,22 @@ def test_refusing_link_resets_connections_and_refuses_new_ones(
 # --- socket-level toxics, raw AMQP bytes -----------------------------------------------------
 
 
+def wait_for_bytes(sock: socket.socket, n: int, timeout: float) -> None:
+    """Until `n` bytes wait in `sock`'s receive buffer (peeked: still there to read)."""
+    deadline = time.monotonic() + timeout
+    while len(sock.recv(n, socket.MSG_PEEK)) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} bytes arrived in {timeout} s"
+        time.sleep(0.005)
+
+
+def wait_for_connections(proxy: FaultProxy, link: str, n: int, timeout: float) -> None:
+    """Until link `link` holds exactly `n` client connections."""
+    deadline = time.monotonic() + timeout
+    while (count := proxy.connections(link)) != n:
+        assert time.monotonic() < deadline, f"link {link}: {count} connections, not {n}"
+        time.sleep(0.005)
+
+
 def test_socket_level_toxics(rabbitmq: BrokerEndpoint, proxy: FaultProxy) -> None:
     port = proxy.add_link("raw", rabbitmq.host, rabbitmq.port)
     direct = start_frame(rabbitmq.port)
@@ -195,7 +211,7 @@ def test_socket_level_toxics(rabbitmq: BrokerEndpoint, proxy: FaultProxy) -> Non
     # reset_peer: data passes, then a RST after `timeout` ms (counted from the toxic's start)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(AMQP_HEADER)
-        time.sleep(0.2)
+        wait_for_bytes(s, len(direct), 5.0)  # the reply came through before the toxic
         proxy.add_toxic("raw", {"type": "reset_peer", "attributes": {"timeout": 300}})
         data, took, how = read_until_eof(s, 3.0)
     proxy.remove_toxic("raw", "reset_peer_downstream")
@@ -212,8 +228,9 @@ def test_socket_level_toxics(rabbitmq: BrokerEndpoint, proxy: FaultProxy) -> Non
     assert data == b"" and how == "eof" and 0.25 <= took <= 0.8, (how, took)
 
     # timeout 0: data dropped, connection kept; once removed, data flows again
+    wait_for_connections(proxy, "raw", 0, 5.0)  # the earlier ones are gone
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        time.sleep(0.1)
+        wait_for_connections(proxy, "raw", 1, 5.0)  # the toxic meets a live connection
         proxy.add_toxic(
             "raw", {"type": "timeout", "stream": "upstream", "attributes": {"timeout": 0}}
         )

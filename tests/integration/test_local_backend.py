@@ -282,11 +282,25 @@ def test_restart_keeps_durable_queue_and_persistent_message(
         ch.queue_declare(queue, durable=True)
         ch.basic_publish("", queue, body.encode(), pika.BasicProperties(delivery_mode=2))
 
+    receipts: list[str] = []
+    received: list[str] = []
+
+    class Listener(stomp.ConnectionListener):
+        def on_receipt(self, frame: stomp.utils.Frame) -> None:
+            receipts.append(frame.headers.get("receipt-id", ""))
+
+        def on_message(self, frame: stomp.utils.Frame) -> None:
+            received.append(frame.body)
+
     conn12 = stomp.Connection12([("127.0.0.1", amq.port)])
+    conn12.set_listener("l", Listener())
     conn12.connect(amq.username, amq.password, wait=True)
     conn12.send(f"/queue/{queue}", body, headers={"persistent": "true"}, receipt="r1")
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10  # the receipt: ActiveMQ has stored the message
+    while "r1" not in receipts and time.monotonic() < deadline:
+        time.sleep(0.02)
     conn12.disconnect()
+    assert receipts[:1] == ["r1"], f"no receipt for the persistent SEND in 10 s: {receipts}"
 
     rmq2 = backend.restart_node(rmq.name)  # graceful stop + start
     backend.kill_node(amq.name)  # crash ...
@@ -306,12 +320,6 @@ def test_restart_keeps_durable_queue_and_persistent_message(
         method, _, got = conn.channel().basic_get(queue, auto_ack=True)
         assert method is not None, "durable RabbitMQ message lost across restart"
         assert got == body.encode()
-
-    received: list[str] = []
-
-    class Listener(stomp.ConnectionListener):
-        def on_message(self, frame: stomp.utils.Frame) -> None:
-            received.append(frame.body)
 
     conn12 = stomp.Connection12([("127.0.0.1", amq.port)])
     conn12.set_listener("l", Listener())

@@ -1,17 +1,26 @@
-"""The suite's own rule: under CI=true a skipped test is reported as a failure."""
+"""The suite's own rules (tests/conftest.py), each shown on a small project run by pytest in a
+child process: no skip, xfail or xpass in any environment (no switch turns the rule off), and a
+full-suite run that collects fewer tests than tests/collected-minimum.txt fails."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RULE = "no test may skip, xfail or xpass"
 
 
 def run_pytest(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """pytest on a small project in a child process (≤ 120 s), `env` on top of ours."""
+    """pytest on a small project in a child process (≤ 120 s), `env` on top of ours. The
+    project is the working directory and no path is given, as in a full-suite run."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(project)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -20,17 +29,166 @@ def run_pytest(project: Path, *args: str, **env: str) -> subprocess.CompletedPro
     )
 
 
-def test_skip_fails_under_ci(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
-    (tmp_path / "conftest.py").write_text((root / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_x.py").write_text(
-        "import pytest\n\ndef test_needs_service():\n    pytest.skip('no broker')\n"
+def make_project(path: Path, files: dict[str, str], minimum: int, ini: str = "") -> Path:
+    """The suite's conftest, `files`, a collected-minimum.txt and a pytest.ini (xfail_strict
+    as in pyproject.toml, plus `ini`)."""
+    (path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (path / "collected-minimum.txt").write_text(f"{minimum}\n")
+    (path / "pytest.ini").write_text(f"[pytest]\nxfail_strict = true\n{ini}")
+    for name, text in files.items():
+        (path / name).write_text(text)
+    return path
+
+
+OK = {"test_ok.py": "def test_ok():\n    pass\n\ndef test_two():\n    pass\n"}
+
+# case: (test module body after `import pytest`, what the output must name)
+BROKEN = {
+    "marker skip": ("@pytest.mark.skip(reason='no broker here')\ndef test_x():\n    pass\n",
+                    "skipped: no broker here"),
+    "skipif": ("@pytest.mark.skipif(True, reason='no docker engine')\ndef test_x():\n    pass\n",
+               "skipped: no docker engine"),
+    "fixture skip": ("@pytest.fixture\ndef engine():\n    pytest.skip('engine absent')\n\n"
+                     "def test_x(engine):\n    pass\n", "skipped: engine absent"),
+    "imperative skip": ("def test_x():\n    pytest.skip('no service')\n", "skipped: no service"),
+    "module importorskip": ("pytest.importorskip('mqbed_no_such_module')\n\n"
+                            "def test_x():\n    pass\n",
+                            "skipped: could not import 'mqbed_no_such_module'"),
+    "allow_module_level skip": ("pytest.skip('not today', allow_module_level=True)\n\n"
+                                "def test_x():\n    pass\n", "skipped: not today"),
+    "imperative xfail": ("def test_x():\n    pytest.xfail('flaky one')\n", "xfailed: flaky one"),
+    "xfail marker": ("@pytest.mark.xfail(reason='known bug')\ndef test_x():\n    assert False\n",
+                     "xfailed: known bug"),
+    "strict xpass": ("@pytest.mark.xfail(reason='bug fixed')\ndef test_x():\n    pass\n",
+                     "[XPASS(strict)] bug fixed"),
+    "non-strict xpass": ("@pytest.mark.xfail(reason='fixed', strict=False)\n"
+                         "def test_x():\n    pass\n", "xpassed: fixed"),
+}  # fmt: skip
+
+
+COLLECTION = ("module importorskip", "allow_module_level skip")
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_skip_and_xfail_fail_the_run(tmp_path: Path, case: str) -> None:
+    body, named = BROKEN[case]
+    # 2 tests in test_ok.py (a skipped module collects nothing, so the count check stays quiet)
+    make_project(tmp_path, {**OK, "test_case.py": f"import pytest\n\n{body}"}, minimum=2)
+    run = run_pytest(tmp_path)
+    assert run.returncode != 0, run.stdout
+    assert named in run.stdout, run.stdout
+    if case != "strict xpass":  # pytest's own failure, thanks to xfail_strict
+        assert RULE in run.stdout, run.stdout
+    if case in COLLECTION:  # a collection error stops the session before any test runs
+        assert "Interrupted: 1 error during collection" in run.stdout, run.stdout
+    else:
+        assert "2 passed" in run.stdout, run.stdout  # the rest of the project ran as usual
+
+
+def test_skip_fails_whatever_ci_says(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_x.py": "import pytest\n\ndef test_needs_service():\n"
+                                         "    pytest.skip('no broker')\n"}, minimum=1)  # fmt: skip
+    for ci in ("true", "false"):  # CI=true once was the only way to get this failure
+        run = run_pytest(tmp_path, CI=ci)
+        assert run.returncode == 1, (ci, run.stdout)
+        assert "1 failed" in run.stdout and f"skipped: no broker at {tmp_path}" in run.stdout
+
+
+def test_a_clean_project_passes(tmp_path: Path) -> None:
+    make_project(tmp_path, OK, minimum=2)
+    for args in ((), ("-n", "2")):
+        run = run_pytest(tmp_path, *args)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "2 passed" in run.stdout and RULE not in run.stdout
+
+
+def test_the_rules_hold_in_xdist_workers(tmp_path: Path) -> None:
+    files = {
+        **OK,
+        "test_a.py": "import pytest\n\n"
+        + BROKEN["marker skip"][0]
+        + BROKEN["xfail marker"][0].replace("test_x", "test_y"),
+        "test_m.py": "import pytest\n\n" + BROKEN["module importorskip"][0],
+    }
+    make_project(tmp_path, files, minimum=4)
+    run = run_pytest(tmp_path, "-n", "2", "--dist", "loadgroup")
+    assert run.returncode != 0, run.stdout
+    for case in ("marker skip", "xfail marker", "module importorskip"):
+        assert BROKEN[case][1] in run.stdout, run.stdout
+    assert "2 passed" in run.stdout and "1 failed, 2 passed, 2 errors" in run.stdout
+
+
+def test_the_last_guard_catches_a_report_turned_back_into_a_skip(tmp_path: Path) -> None:
+    """A plugin registered later whose report hook wraps ours (a sub-directory conftest) turns
+    the failure back into a skip: the session still fails and names the test."""
+    make_project(tmp_path, OK, minimum=3)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "conftest.py").write_text(
+        "import pytest\n\n"
+        "@pytest.hookimpl(wrapper=True, tryfirst=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    report = yield\n"
+        "    if report.when == 'setup' and report.failed:\n"
+        "        report.outcome, report.longrepr = 'skipped', ('x', 1, 'Skipped: hidden')\n"
+        "    return report\n"
     )
-    ci = run_pytest(tmp_path, CI="true")
-    assert ci.returncode == 1, ci.stdout
-    assert "1 failed" in ci.stdout and "counts as a failure: " in ci.stdout
-    local = run_pytest(tmp_path, CI="false")
-    assert "1 skipped" in local.stdout
+    (tmp_path / "sub" / "test_s.py").write_text("import pytest\n\n" + BROKEN["marker skip"][0])
+    run = run_pytest(tmp_path)
+    assert run.returncode == 1, run.stdout
+    assert "1 skipped" in run.stdout and "sub/test_s.py::test_x (setup)" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        {"ini": "addopts = --deselect test_ok.py::test_two\n"},
+        {"ini": 'addopts = -k "not two"\n'},
+        {"env": "-m 'not slow'", "mark": True},
+        {"minimum": 3},
+        {"minimum": 3, "args": ("-n", "2")},
+        {"ini": 'addopts = -k "not two"\n', "args": ("-n", "2", "--dist", "loadgroup")},
+    ],
+    ids=["ini-deselect", "ini-k", "env-m", "lost-test", "lost-test-xdist", "ini-k-xdist"],
+)
+def test_a_full_run_that_collects_fewer_tests_fails(tmp_path: Path, how: dict) -> None:
+    files = dict(OK)
+    if how.get("mark"):
+        files["test_ok.py"] = "import pytest\n\n" + files["test_ok.py"].replace(
+            "def test_two", "@pytest.mark.slow\ndef test_two"
+        )
+    ini = how.get("ini", "") + "markers = slow: long\n"
+    make_project(tmp_path, files, minimum=how.get("minimum", 2), ini=ini)
+    env = {"PYTEST_ADDOPTS": how["env"]} if "env" in how else {}
+    run = run_pytest(tmp_path, *how.get("args", ()), **env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    expected = f"collected {1 if 'minimum' not in how else 2} test(s) (after deselection), "
+    expected += f"fewer than the {how.get('minimum', 2)} in collected-minimum.txt"
+    assert expected in run.stdout + run.stderr, run.stdout + run.stderr
+    assert "passed" not in run.stdout  # it stops before running anything
+
+
+@pytest.mark.parametrize(
+    "args", [("-k", "not two"), ("test_ok.py::test_ok",), ("--deselect", "test_ok.py::test_two")]
+)
+def test_a_developer_may_still_pick_tests_on_the_command_line(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    make_project(tmp_path, OK, minimum=2)
+    run = run_pytest(tmp_path, *args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
+def test_make_test_is_a_full_run_with_strict_xfail() -> None:
+    """The rules above bind ``make test`` only if its command line picks nothing (a path, -k or
+    -m there would exempt it) and the repository's minimum is readable."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    recipe = lines[lines.index(next(x for x in lines if x.startswith("test:"))) + 1]
+    assert recipe.split() == ["$(BIN)/pytest", "$(PYTEST_PARALLEL)"], recipe
+    assert "PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup" in lines
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert ini["xfail_strict"] is True and ini["testpaths"] == ["tests"]
+    assert int((ROOT / "tests" / "collected-minimum.txt").read_text()) >= 600
 
 
 def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def calibrate_machine(
         else:
             base = default_profile(kind, client)
         cp = measure_client_path(
-            replicate_on(endpoint, console_line),  # type: ignore[arg-type]
+            replicate_on(endpoint, console_line, home),  # type: ignore[arg-type]
             kind=kind,
             client=client,
             broker_version=version,

@@ -186,13 +186,17 @@ def down(
     home: HomeOpt = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each stop.")] = 30.0,
 ) -> None:
-    """Stop everything `mqbed up` started (read from the state files); leave no process behind."""
+    """Stop everything `mqbed up` started (read from the state files) and what killed runs left
+    in the home's runs/ (their Locust processes, brokers and homes); leave no process behind."""
     from testbed.backends.docker import STATE_FILE as DOCKER_STATE
     from testbed.backends.local import LocalBackend
     from testbed.observe.prometheus import PrometheusServer
 
     root = testbed_home(home)
     stopped = LocalBackend(root).down(timeout=timeout)
+    from testbed.backends.run_homes import reap_run_homes  # what killed runs left
+
+    stopped += [f"{r} (killed run)" for r in reap_run_homes(root, timeout=timeout)]
     if (root / DOCKER_STATE).exists():  # containers of `up --backend docker`
         from testbed.backends.docker import DockerBackend
 

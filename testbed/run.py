@@ -1,9 +1,15 @@
 """The run pipeline: provision -> warm up -> load -> drain -> collect -> predict -> report.
 
-Interruptions (Ctrl-C, a crash, SIGTERM) still leave a readable run directory: records are
-flushed in batches while running, and the `finally` path stops Locust by process group, merges
-whatever parts exist, writes the ledger and `environment.json` (``"interrupted": true``), and
-stops the brokers this run started.
+Interruptions (Ctrl-C, a crash, SIGTERM, SIGHUP) still leave a readable run directory: records
+are flushed in batches while running, and the `finally` path stops Locust by process group,
+merges whatever parts exist, writes the ledger and `environment.json` (``"interrupted": true``),
+and stops the brokers this run started (`testbed.interrupts`: exit 130, 143, 129). A SIGKILLed
+run leaves ``environment.json`` as written at the start (``"interrupted": true``), the parts
+flushed so far, and its home ``<home>/runs/<run_id>/`` for `mqbed down` to clean.
+
+No broker password is written under the run directory: the scenario copy is redacted
+(`testbed.core.redact`), Locust processes read the credentials from a 0600 file in the run's
+home (`testbed.backends.run_homes`), removed when the replication ends.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from rich.live import Live
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.backends.provision import node_names, provisioned
+from testbed.backends.run_homes import RunHome, run_home
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
 from testbed.core.clock import RunClock
 from testbed.core.records import Ledger
+from testbed.core.redact import redact_text, url_passwords
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
 from testbed.core.seeds import replication_seed
@@ -38,6 +46,7 @@ from testbed.faults.injector import LocalBrokerFaults
 from testbed.faults.proxy import FaultProxy
 from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.faults.timeline import FaultRunner, proxied_endpoints
+from testbed.interrupts import INTERRUPTS, RunInterrupted, interruptible
 from testbed.observe.environment import environment
 from testbed.observe.exporter import ExportingPoller, exporter_from_env
 from testbed.observe.ledger import collect_side, user_errors
@@ -57,6 +66,8 @@ RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed withi
 its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
 EXTERNAL_MARGIN = 10.0
 """Extra seconds before t=0 for external workers to see the run and connect."""
+INTERRUPTED_STOP = 6.0
+"""Seconds Locust gets to stop after a signal interrupted the run (30 s at a normal end)."""
 
 
 @dataclass
@@ -100,9 +111,10 @@ def _prepare(endpoint: BrokerEndpoint, scenario: Scenario) -> dict[str, int]:
         adapter.close()
 
 
-def replicate_on(endpoint: BrokerEndpoint, console: Console | Any) -> Replicate:
+def replicate_on(endpoint: BrokerEndpoint, console: Console | Any, home: Path) -> Replicate:
     """Run a scenario file once on ``endpoint`` (a calibration run): its measured deliveries.
-    ``console`` is a rich Console or a function taking one progress line."""
+    ``console`` is a rich Console or a function taking one progress line; the run's processes
+    are tracked in their own run home under ``home``."""
     if not isinstance(console, Console):
         console = Console(stderr=True, quiet=True)
 
@@ -111,7 +123,10 @@ def replicate_on(endpoint: BrokerEndpoint, console: Console | Any) -> Replicate:
         (run_dir / "measured").mkdir(parents=True)
         (run_dir / "scenario.yaml").write_text(s.resolved_yaml(), encoding="utf-8")
         _prepare(endpoint, s)
-        _replication(s, endpoint, None, run_dir, 0, workers=1, ui=False, console=console)
+        run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}-calibration"
+        with run_home(home, run_id) as entry:
+            _replication(s, endpoint, None, run_dir, 0, workers=1, ui=False, console=console,
+                         entry=entry)  # fmt: skip
         collect_side(run_dir / "measured", 1)
         errors = user_errors(run_dir / "measured")
         if errors:
@@ -145,6 +160,7 @@ def _replication(
     ui: bool,
     console: Console,
     external: tuple[int, Path] | None = None,
+    entry: RunHome,
 ) -> list[str]:
     """One live replication; returns the fault runner's errors (empty when all went well)."""
     measured = run_dir / "measured"
@@ -173,7 +189,7 @@ def _replication(
         else {},
     )
     config_path = run_dir / f"worker-config.r{rep}.json"
-    config.write(config_path)
+    config.write(config_path, secrets=entry.secrets_path(rep))
     # Prometheus exporter of this process (MQBED_PROMETHEUS_SD_DIR set, e.g. by `mqbed up
     # --with-prometheus` or compose): run events, fault events and the broker poller's gauges
     exporter = exporter_from_env(f"control-r{rep}", run_id=run_dir.name)
@@ -195,7 +211,8 @@ def _replication(
     run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
     locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui,
                             external_workers=external[0] if external else 0,
-                            rendezvous=external[1] if external else None)  # fmt: skip
+                            rendezvous=external[1] if external else None,
+                            secrets=entry.secrets_path(rep))  # fmt: skip
     runner: FaultRunner | None = None
     fault_rec: Recorder | None = None
     if scenario.faults and (proxy is not None or backend is not None):
@@ -216,6 +233,7 @@ def _replication(
     if scaler is not None:
         scaler.start()
     locust.start(f"r{rep}")
+    entry.track(locust.refs())
     if locust.web_url:
         console.print(f"Locust web UI: {locust.web_url}", markup=False)
     try:
@@ -252,21 +270,22 @@ def _replication(
                     break
         control.event(clock.now(), "phase", "run", {"phase": "end"})
     finally:
-        locust.stop()
-        errors: list[str] = []
-        if runner is not None:
-            runner.stop()  # always heals: proxy, paused or killed broker, alarms
-            errors = list(runner.errors)
-        if fault_rec is not None:
-            fault_rec.close()
-        if proxy is not None:
-            proxy.stop()
-        if scaler is not None:
-            scaler.stop()
-        sampler.stop()
-        control.close()
-        if exporter is not None:
-            exporter.close()
+        with INTERRUPTS.shielded():
+            locust.stop(timeout=INTERRUPTED_STOP if INTERRUPTS.pending else 30.0)
+            errors: list[str] = []
+            if runner is not None:
+                runner.stop()  # always heals: proxy, paused or killed broker, alarms
+                errors = list(runner.errors)
+            if fault_rec is not None:
+                fault_rec.close()
+            if proxy is not None:
+                proxy.stop()
+            if scaler is not None:
+                scaler.stop()
+            sampler.stop()
+            control.close()
+            if exporter is not None:
+                exporter.close()
     return errors
 
 
@@ -333,20 +352,67 @@ def run_scenario(
     run_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{scenario.name}"
     run_dir = Path(out_dir) / run_id
     (run_dir / "measured").mkdir(parents=True, exist_ok=False)
-    (run_dir / "scenario.yaml").write_text(scenario.resolved_yaml(), encoding="utf-8")
+    # broker.urls keep their user, host and port; never the password
+    hidden = url_passwords(scenario.broker.urls)
+    (run_dir / "scenario.yaml").write_text(
+        redact_text(scenario.resolved_yaml(), hidden), encoding="utf-8"
+    )
     env: dict[str, Any] = environment(
         scenario_file=str(path),
         backend=scenario.broker.backend,
         run_id=run_id,
         started=started.isoformat(),
         replications=reps,
-        interrupted=False,
+        interrupted=True,  # until the run ends: what a SIGKILLed run leaves says so
     )
+    _write_env(run_dir, env)
+    env["interrupted"] = False
     result = RunResult(run_dir)
+    with interruptible(), run_home(home, run_id) as entry:
+        errors, choice = _live(
+            scenario, home, out_dir, reps, env, result, entry, console,
+            workers=workers, ui=ui, external_workers=external_workers,
+            predict=predict, profile=profile, calibration=calibration,
+        )  # fmt: skip
+        if errors:
+            shown = "; ".join(f"{e['target']}: {e['detail']}" for e in errors[:3])
+            raise MqbedError(
+                f"{len(errors)} Locust user(s) failed, so the run is not valid ({shown}); "
+                f"records are in {run_dir}"
+            )
+        if predict:
+            assert choice is not None
+            _predict(scenario, run_dir, reps, console, env, choice)
+    return result
+
+
+def _write_env(run_dir: Path, env: dict[str, Any]) -> None:
+    text = redact_text(json.dumps(env, indent=2, default=str))
+    (run_dir / "environment.json").write_text(text + "\n", encoding="utf-8")
+
+
+def _live(
+    scenario: Scenario,
+    home: Path,
+    out_dir: Path,
+    reps: int,
+    env: dict[str, Any],
+    result: RunResult,
+    entry: RunHome,
+    console: Console,
+    **options: Any,
+) -> tuple[list[dict[str, Any]], ProfileChoice | None]:
+    """Provision, choose the prediction's profile (calibrating first if need be), run every
+    replication, collect; returns the Locust users' errors and the profile choice.
+
+    Whatever ends it (an error, a signal), the records are merged and ``environment.json``
+    written; a signal makes it raise (`testbed.interrupts`) after that."""
+    run_dir = result.run_dir
+    external_workers = options.pop("external_workers")
     endpoint_info: dict[str, Any] = {}
     choice: ProfileChoice | None = None
     try:
-        with provisioned(scenario, home, run_id) as (endpoint, owner):
+        with provisioned(scenario, home, entry.dir.name) as (endpoint, owner):
             endpoint_info = {
                 "kind": endpoint.kind,
                 "name": endpoint.name,
@@ -355,14 +421,14 @@ def run_scenario(
             console.print(
                 f"broker {endpoint.name} ({endpoint.kind} {endpoint.version}) ready", markup=False
             )
-            if predict:
+            if options["predict"]:
                 choice = choose_profile(
                     scenario,
                     home,
-                    profile,
-                    calibration,
+                    options["profile"],
+                    options["calibration"],
                     version=endpoint.version or "unknown",
-                    replicate=replicate_on(endpoint, console),
+                    replicate=replicate_on(endpoint, console, home),
                     progress=lambda line: console.print(line, markup=False),
                 )
             for rep in range(reps):
@@ -373,48 +439,34 @@ def run_scenario(
                     console.print(f"purged leftover messages: {purged}", markup=False)
                     env.setdefault("purged", {})[f"r{rep}"] = purged
                 fault_errors = _replication(
-                    scenario,
-                    endpoint,
-                    owner,
-                    run_dir,
-                    rep,
-                    workers=workers or scenario.workers,
-                    ui=ui,
-                    console=console,
+                    scenario, endpoint, owner, run_dir, rep, console=console, entry=entry,
+                    workers=options["workers"] or scenario.workers, ui=options["ui"],
                     external=(external_workers, rendezvous_path(out_dir))
-                    if external_workers
-                    else None,
-                )
+                    if external_workers else None,
+                )  # fmt: skip
                 if fault_errors:
                     env.setdefault("fault_errors", {})[f"r{rep}"] = fault_errors
                     for line in fault_errors:
                         console.print(f"fault timeline r{rep}: {line}", markup=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RunInterrupted):
         result.interrupted = True
         env["interrupted"] = True
+        console.print(f"interrupted: stopping cleanly; records are in {run_dir}", markup=False)
         raise
     except MqbedError:
         env["interrupted"] = True
         raise
     finally:
-        result.ledgers = collect_side(run_dir / "measured", reps)
-        errors = user_errors(run_dir / "measured")
-        env["user_errors"] = errors
-        env["broker"] = endpoint_info
-        env["ended"] = datetime.now(UTC).isoformat()
-        (run_dir / "environment.json").write_text(
-            json.dumps(env, indent=2) + "\n", encoding="utf-8"
-        )
-    if errors:
-        shown = "; ".join(f"{e['target']}: {e['detail']}" for e in errors[:3])
-        raise MqbedError(
-            f"{len(errors)} Locust user(s) failed, so the run is not valid ({shown}); "
-            f"records are in {run_dir}"
-        )
-    if predict:
-        assert choice is not None
-        _predict(scenario, run_dir, reps, console, env, choice)
-    return result
+        with INTERRUPTS.shielded():
+            if INTERRUPTS.pending:
+                result.interrupted = env["interrupted"] = True
+            result.ledgers = collect_side(run_dir / "measured", reps)
+            errors: list[dict[str, Any]] = user_errors(run_dir / "measured")
+            env["user_errors"] = errors
+            env["broker"] = endpoint_info
+            env["ended"] = datetime.now(UTC).isoformat()
+            _write_env(run_dir, env)
+    return errors, choice
 
 
 def _predict(
@@ -443,6 +495,4 @@ def _predict(
         "profile": pred.summary.get("profile"),
         "wall_s": pred.wall_s,
     }
-    (run_dir / "environment.json").write_text(
-        json.dumps(env, indent=2, default=str) + "\n", encoding="utf-8"
-    )
+    _write_env(run_dir, env)

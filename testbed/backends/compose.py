@@ -154,17 +154,35 @@ def compose_files(offline: bool = False) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m testbed.backends.compose env [--offline] [PATH]``: write compose/.env."""
-    import sys
+    import argparse
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    offline = "--offline" in args
-    args = [a for a in args if a != "--offline"]
-    if not args or args[0] != "env" or len(args) > 2:
-        print("usage: python -m testbed.backends.compose env [--offline] [PATH]", file=sys.stderr)
-        return 2
-    path = Path(args[1]) if len(args) == 2 else COMPOSE_DIR / ".env"
-    values = write_compose_env(path, offline=offline)
-    print(f"{path}: {len(values)} settings (credentials, ports on 127.0.0.1)")
+    ap = argparse.ArgumentParser(
+        prog="python -m testbed.backends.compose",
+        description="Helpers for the compose testbed (compose/).",
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    env = sub.add_parser(
+        "env",
+        help="write the compose .env file (generated credentials, free 127.0.0.1 ports)",
+        description="Create or complete the compose .env file, mode 0600. Existing values are "
+        "kept (named volumes were created with them).",
+    )
+    env.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=COMPOSE_DIR / ".env",
+        help="the file to write (default: compose/.env)",
+    )
+    env.add_argument(
+        "--offline",
+        action="store_true",
+        help="use the Debian-built images and host networking (COMPOSE_FILE with the offline "
+        "override)",
+    )
+    args = ap.parse_args(argv)  # exits 0 for --help, 2 for a usage error: nothing written
+    values = write_compose_env(args.path, offline=args.offline)
+    print(f"{args.path}: {len(values)} settings (credentials, ports on 127.0.0.1)")
     return 0
 
 

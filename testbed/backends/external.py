@@ -11,7 +11,8 @@ Accepted URLs (credentials percent-encoded where needed)::
 
 Missing ports default to 5672 (AMQP) and 61613 (STOMP). Each endpoint is named
 ``external-<kind><i>``. Lifecycle faults (kill/pause) are refused with a clear error; network
-faults go through the fault proxy.
+faults go through the fault proxy. Messages show URLs with the password masked
+(`testbed.core.redact`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import replace
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from testbed.backends.base import BrokerEndpoint, BrokerKind
+from testbed.core.redact import redact_url
 from testbed.exceptions import BackendError, ConfigurationError
 
 _DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671, "stomp": 61613, "stomp+ssl": 61614}
@@ -36,10 +38,6 @@ def urls_from_env(environ: dict[str, str] | None = None) -> list[str]:
     """Broker URLs from ``$MQBED_BROKER_URLS`` ([] when unset)."""
     raw = (environ if environ is not None else os.environ).get(ENV_URLS, "")
     return [u for u in re.split(r"[\s,]+", raw) if u]
-
-
-def _hide(url: str) -> str:
-    return re.sub(r"//([^:@/]*):[^@/]*@", r"//\1:***@", url)
 
 
 def parse_broker_urls(urls: Iterable[str], *, source: str = "broker.urls") -> list[BrokerEndpoint]:
@@ -54,26 +52,26 @@ def parse_broker_urls(urls: Iterable[str], *, source: str = "broker.urls") -> li
             rabbits = [j for j, e in enumerate(endpoints) if e.kind == "rabbitmq"]
             if not rabbits:
                 raise ConfigurationError(
-                    f"{where}: management URL {_hide(url)!r} must follow an amqp:// URL"
+                    f"{where}: management URL {redact_url(url)!r} must follow an amqp:// URL"
                 )
             j = rabbits[-1]
             endpoints[j] = replace(endpoints[j], management_url=url.rstrip("/"))
             continue
         if scheme not in _DEFAULT_PORTS:
             raise ConfigurationError(
-                f"{where}: unsupported URL scheme {scheme!r} in {_hide(url)!r}; use amqp://, "
+                f"{where}: unsupported URL scheme {scheme!r} in {redact_url(url)!r}; use amqp://, "
                 "stomp:// or (for RabbitMQ's management API) http://"
             )
         kind: BrokerKind = "rabbitmq" if scheme.startswith("amqp") else "activemq"
         if not parts.hostname:
-            raise ConfigurationError(f"{where}: no host in {_hide(url)!r}")
+            raise ConfigurationError(f"{where}: no host in {redact_url(url)!r}")
         try:
             port = parts.port or _DEFAULT_PORTS[scheme]
         except ValueError as exc:
-            raise ConfigurationError(f"{where}: bad port in {_hide(url)!r}: {exc}") from exc
+            raise ConfigurationError(f"{where}: bad port in {redact_url(url)!r}: {exc}") from exc
         if not parts.username or parts.password is None:
             raise ConfigurationError(
-                f"{where}: {_hide(url)!r} has no user:password (brokers with generated "
+                f"{where}: {redact_url(url)!r} has no user:password (brokers with generated "
                 "credentials only; guest/guest is not assumed)"
             )
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}

@@ -24,6 +24,7 @@ __all__ = [
 
 import contextlib
 import ctypes
+import functools
 import os
 import queue
 import signal
@@ -51,6 +52,11 @@ class ProcessRef:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def of(cls, pid: int, marker: str) -> ProcessRef:
+        """The process `pid` just started as the leader of its own session/process group."""
+        return cls(pid, pid, start_ticks(pid) or 0, marker)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProcessRef:
@@ -182,17 +188,20 @@ def wait_gone(
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
-def _set_pdeathsig() -> None:  # runs in the forked child, before exec
+def _set_pdeathsig(parent: int) -> None:  # runs in the forked child, before exec
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl took effect: nobody to serve
+        os._exit(1)
 
 
 class Spawner:
-    """Starts broker processes, each in a new session (so its process group is its own).
+    """Starts broker and Locust processes, each in a new session (its process group its own).
 
     ``owned=True`` children get ``PR_SET_PDEATHSIG=SIGKILL``: if the Python process dies, even
     by SIGKILL, the kernel kills them. Linux sends that signal when the *thread* that forked the
     child exits, so owned children are forked from one long-lived daemon thread, never from a
-    caller's (possibly short-lived) thread.
+    caller's (possibly short-lived) thread. A child whose parent died before the ``prctl`` took
+    effect (it would never get the signal) exits at once instead of running orphaned.
     """
 
     _lock = threading.Lock()
@@ -249,7 +258,7 @@ class Spawner:
         }
         if not owned:
             return subprocess.Popen(**kwargs)
-        kwargs["preexec_fn"] = _set_pdeathsig
+        kwargs["preexec_fn"] = functools.partial(_set_pdeathsig, os.getpid())
         reply: queue.Queue[Any] = queue.Queue()
         cls._owner_queue().put((kwargs, reply))
         try:

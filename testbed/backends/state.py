@@ -3,11 +3,15 @@
 The state file is the only thing `mqbed down` (possibly a fresh process) needs: which processes
 this testbed started (PID, process group, start time, cmdline marker), on which ports, with which
 generated credentials. It is written atomically and is readable by its owner only.
+
+A live run has a state entry of its own, ``HOME/runs/<run_id>/run.json`` (`RunRecord`): the
+`mqbed run` process and the Locust processes it started, so that `mqbed down` can stop what a
+killed run left behind and remove its directory (the run's own broker home, if it had one).
 """
 
 from __future__ import annotations
 
-__all__ = ["HomeLock", "NodeRecord", "TestbedState", "testbed_id"]
+__all__ = ["HomeLock", "NodeRecord", "RunRecord", "TestbedState", "testbed_id"]
 
 import contextlib
 import fcntl
@@ -24,6 +28,7 @@ from testbed.backends.procs import ProcessRef
 from testbed.exceptions import BackendError, ConfigurationError
 
 STATE_VERSION = 1
+RUN_RECORD = "run.json"
 
 
 def testbed_id(home: Path) -> str:
@@ -132,12 +137,50 @@ class TestbedState:
 
     def save(self, path: Path) -> None:
         """Write atomically (temp file + rename), mode 0600: it holds credentials."""
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self.to_json(), fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
+        _write_private(path, self.to_json())
+
+
+@dataclass
+class RunRecord:
+    """The processes of one live run: its `mqbed run` process (`owner`) and the ones it started."""
+
+    run_id: str
+    owner: ProcessRef
+    processes: list[ProcessRef] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "run_id": self.run_id,
+            "owner": self.owner.to_json(),
+            "processes": [p.to_json() for p in self.processes],
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> RunRecord | None:
+        """The record at `path`; None when there is none or it cannot be read."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(
+                run_id=str(data["run_id"]),
+                owner=ProcessRef.from_json(data["owner"]),
+                processes=[ProcessRef.from_json(p) for p in data.get("processes", [])],
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self, path: Path) -> None:
+        _write_private(path, self.to_json())
+
+
+def _write_private(path: Path, doc: dict[str, Any]) -> None:
+    """Write `doc` as JSON atomically (temp file + rename), mode 0600 from creation on."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
 
 
 class HomeLock:

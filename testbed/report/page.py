@@ -17,6 +17,7 @@ import pandas as pd
 
 from testbed.analysis.job import RunAnalysis
 from testbed.core.records import Ledger
+from testbed.core.redact import redact_text, redact_value
 from testbed.report.markdown import profile_line
 from testbed.report.plots import cdf_plot, time_plots
 from testbed.report.qos_table import qos_note, qos_rows
@@ -162,8 +163,8 @@ def render_report(analysis: RunAnalysis) -> str:
         scores=_scores(s),
         qos=qos_rows(s),
         qos_note=qos_note(s),
-        scenario_yaml=analysis.scenario_yaml,
-        environment=json.dumps(analysis.environment or {}, indent=2),
+        scenario_yaml=redact_text(analysis.scenario_yaml),  # also runs older than the redaction
+        environment=json.dumps(redact_value(analysis.environment or {}), indent=2),
         autoscaling=autoscaling,
     )
 

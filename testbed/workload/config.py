@@ -1,8 +1,10 @@
 """What a workload process (a Locust master/worker) needs to know, passed as one JSON file.
 
 `mqbed run` writes it into the run directory and points ``MQBED_RUN_CONFIG`` at it; the
-locustfile reads it. Times are on one clock: `t0_ns` is the workload start (t=0) in
-``time.time_ns()`` units, shared by every process on the host (`testbed.core.clock.RunClock`).
+locustfile reads it. The copy in the run directory has the broker passwords masked; the
+process gets them as :mod:`testbed.workload.credentials` describes. Times are on one clock:
+`t0_ns` is the workload start (t=0) in ``time.time_ns()`` units, shared by every process on
+the host (`testbed.core.clock.RunClock`).
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ __all__ = ["WorkerConfig", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT"]
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from testbed.workload.credentials import fill_credentials, split_credentials, write_secrets
 
 ENV_VAR = "MQBED_RUN_CONFIG"
 HDR_TYPE = "x-mqbed-type"
@@ -40,12 +45,21 @@ class WorkerConfig:
     """Where consumers connect when it differs from producers (separate fault-proxy links)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def write(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+    def write(self, path: Path, secrets: Path | None = None) -> None:
+        """Write the configuration to `path`; with `secrets`, the broker credentials go to that
+        0600 file instead and `path` holds them masked."""
+        doc = asdict(self)
+        if secrets is not None:
+            doc, creds = split_credentials(doc)
+            write_secrets(secrets, creds)
+        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def read(cls, path: Path | str) -> WorkerConfig:
-        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+    def read(cls, path: Path | str, environ: Mapping[str, str] | None = None) -> WorkerConfig:
+        """The configuration at `path`, masked credentials filled from `environ` (default: the
+        process environment)."""
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(**fill_credentials(doc, os.environ if environ is None else environ))
 
     @classmethod
     def from_env(cls) -> WorkerConfig:

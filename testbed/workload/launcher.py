@@ -3,7 +3,10 @@ master with N worker processes, or as a master for N *external* workers — proc
 elsewhere (compose's scalable ``locust-worker`` service, other hosts sharing the run directory)
 by :mod:`testbed.workload.worker_service`, which find the run through a rendezvous file. Every
 process started here gets its own process group, so stopping is exact (no name matching) and
-bounded in time.
+bounded in time, and ``PR_SET_PDEATHSIG``: if `mqbed run` dies, even by SIGKILL, the kernel
+kills its Locust processes (`refs` names them for the run's state entry, which `mqbed down`
+reads). Broker credentials reach them through ``$MQBED_RUN_SECRETS`` (a 0600 file outside the
+run directory), never through the run directory itself.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from testbed.backends.procs import ProcessRef, Spawner
 from testbed.exceptions import MqbedError
 from testbed.workload.config import ENV_VAR
+from testbed.workload.credentials import ENV_SECRETS
 
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "workloads" / "locustfile.py"
 
@@ -29,13 +34,21 @@ ENV_MASTER_PORT = "MQBED_LOCUST_MASTER_PORT"
 """Port the master binds for external workers (compose sets it); a free one otherwise."""
 EXPECT_WORKERS_WAIT = 60
 """Seconds the master waits for its external workers before giving up."""
+MARKER = "locust"
+"""What the command line of every Locust process contains (``python -m locust ...``)."""
 
 
-def worker_env(config_path: Path | str, worker_index: int) -> dict[str, str]:
-    """Environment of a Locust process of a run: its config file and its worker slot."""
+def worker_env(
+    config_path: Path | str, worker_index: int, secrets: Path | str | None = None
+) -> dict[str, str]:
+    """Environment of a Locust process of a run: its config file, its worker slot and (when
+    given) the file holding the broker credentials."""
     env = dict(os.environ)
     env[ENV_VAR] = str(config_path)
     env["MQBED_WORKER_INDEX"] = str(worker_index)
+    env.pop(ENV_SECRETS, None)
+    if secrets is not None:
+        env[ENV_SECRETS] = str(secrets)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -67,8 +80,10 @@ class LocustLauncher:
         locustfile: Path = LOCUSTFILE,
         external_workers: int = 0,
         rendezvous: Path | None = None,
+        secrets: Path | None = None,
     ):
         self.config_path = config_path
+        self.secrets = secrets
         self.out_dir = out_dir
         self.users = users
         self.run_time = run_time
@@ -87,15 +102,13 @@ class LocustLauncher:
         log = open(self.out_dir / log_name, "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         cmd = [sys.executable, "-m", "locust", "-f", str(self.locustfile), *args]
-        proc = subprocess.Popen(
-            cmd,
-            env=worker_env(self.config_path, worker_index),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        env = worker_env(self.config_path, worker_index, self.secrets)
+        proc = Spawner.spawn(cmd, env=env, cwd=Path.cwd(), log=log, owned=True)
         self.procs.append(proc)
+
+    def refs(self) -> list[ProcessRef]:
+        """Identities of the Locust processes started (for the run's state entry)."""
+        return [ProcessRef.of(p.pid, MARKER) for p in self.procs]
 
     def start(self, prefix: str) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,6 +179,7 @@ class LocustLauncher:
             {
                 "seq": f"{self.config_path.parent.name}.{prefix}",
                 "config": str(self.config_path),
+                "secrets": str(self.secrets) if self.secrets else None,
                 "master_port": port,
                 "workers": self.external_workers,
                 "log_dir": str(self.out_dir),
@@ -224,3 +238,5 @@ class LocustLauncher:
                 self.rendezvous.unlink()
             except FileNotFoundError:
                 pass
+        if self.secrets is not None:  # nobody needs the credentials any more
+            self.secrets.unlink(missing_ok=True)

@@ -11,8 +11,11 @@ locust-worker=N`` gives N of them. Locust builds its user classes from the scena
 imports the locustfile, so a worker process is started per run, after the run exists.
 
 The run directory must be the same path for the service and for ``mqbed run`` (a shared
-volume in compose). ``--once`` serves one run and exits (tests); ``--max-idle`` bounds the
-wait for a run.
+volume in compose). The rendezvous file and the run directory hold no broker password: the
+service's workers take the credentials from its own ``$MQBED_BROKER_URLS`` (compose sets it),
+else from the run's 0600 credentials file when this host and user can read it. Each worker
+dies with the service (``PR_SET_PDEATHSIG``). ``--once`` serves one run and exits (tests);
+``--max-idle`` bounds the wait for a run.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from testbed.backends.external import ENV_URLS
+from testbed.backends.procs import Spawner
 from testbed.workload.launcher import LOCUSTFILE, worker_env
 
 POLL = 0.2
@@ -54,18 +59,24 @@ def claim_slot(path: Path, doc: dict[str, Any]) -> int | None:
     return None
 
 
+def _secrets(doc: dict[str, Any]) -> str | None:
+    """The run's credentials file — only for a service without broker URLs of its own (compose
+    gives its workers ``$MQBED_BROKER_URLS``) that can read it (same host and user)."""
+    path = doc.get("secrets")
+    if os.environ.get(ENV_URLS) or not path or not os.access(path, os.R_OK):
+        return None
+    return str(path)
+
+
 def serve_run(doc: dict[str, Any], index: int, host: str = "127.0.0.1") -> int:
     """Run ``locust --worker`` for one run until it ends or its deadline passes."""
     log_dir = Path(doc["log_dir"])
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = worker_env(doc["config"], index)
+    env = worker_env(doc["config"], index, _secrets(doc))
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
            "--master-host", host, "--master-port", str(doc["master_port"])]  # fmt: skip
     with open(log_dir / f"{doc['prefix']}-worker{index}.log", "ab") as log:
-        proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
+        proc = Spawner.spawn(cmd, env=env, cwd=Path.cwd(), log=log, owned=True)
         try:
             left = float(doc["deadline"]) - time.time()
             return proc.wait(timeout=max(1.0, left))

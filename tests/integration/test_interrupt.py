@@ -1,0 +1,145 @@
+"""An interrupted `mqbed run` leaves no process behind and a readable run directory.
+
+`mqbed run` (the CLI in a child process) is stopped by SIGKILL, SIGTERM, SIGINT or SIGHUP at a
+random moment (seeded) of its load phase, once with a broker of its own and once with the
+brokers of `mqbed up`. Its whole process tree is taken with psutil just before the signal; once
+`mqbed run` has exited (a clean stop takes a few seconds: Locust gets 6 s, the run's own broker
+its graceful stop), none of those processes may remain after 10 s. The signals give the
+documented exit codes (130, 143, 129) after a clean stop; a SIGKILLed run leaves its home under
+``<home>/runs/`` for `mqbed down`, which removes it. The SIGKILL trials are each group's last:
+`mqbed down` of the shared home also stops its broker.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from testbed.backends.local import LocalBackend
+from testbed.observe.ledger import collect_side
+from tests.integration.conftest import start_or_fail
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = """\
+name: interrupt
+duration: 90s
+warmup: 1s
+topology: {queues: [{name: iq}]}
+producers: [{name: p, count: 2, queue: iq, arrival: {kind: poisson, rate: 100/s}, confirms: true}]
+consumers: [{name: c, queue: iq, count: 2}]
+recording: {batch_rows: 50}  # parts on disk within a second: what a SIGKILL leaves
+"""
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGKILL: -9}
+RNG = random.Random(20261124)
+TRIALS = [  # (does the run own its broker, signal)
+    (True, signal.SIGTERM),
+    (True, signal.SIGHUP),
+    (True, signal.SIGKILL),
+    (False, signal.SIGINT),
+    (False, signal.SIGTERM),
+    (False, signal.SIGHUP),
+    (False, signal.SIGKILL),
+]
+DELAYS = [round(RNG.uniform(0.5, 4.0), 2) for _ in TRIALS]
+"""Seconds after the load phase starts at which each trial's signal is sent."""
+
+
+@pytest.fixture(scope="module")
+def up_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBackend]:
+    """A home with a `mqbed up` (detached) RabbitMQ; `down` at the end."""
+    backend = LocalBackend(tmp_path_factory.mktemp("up-home"))
+    try:
+        yield backend
+    finally:
+        backend.down()
+
+
+def cli(*args: str, cwd: Path, **kw: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "testbed.cli", *args], cwd=cwd, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def wait_for_load(run: subprocess.Popen[bytes], runs: Path, timeout: float) -> float:
+    """The wall-clock time the load phase starts (t0 + warm-up, from the worker config)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.poll() is None, "mqbed run ended before its load phase"
+        configs = list(runs.glob("*/worker-config.r0.json"))
+        if configs:
+            return int(json.loads(configs[0].read_text())["t0_ns"]) / 1e9 + 1.0
+        time.sleep(0.2)
+    raise AssertionError(f"no worker configuration within {timeout} s")
+
+
+def alive(procs: list[psutil.Process]) -> list[str]:
+    left = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+@pytest.mark.parametrize(("own", "sig", "delay"), [(*t, d) for t, d in zip(TRIALS, DELAYS, strict=True)],
+                         ids=[f"{'own' if o else 'up'}-{s.name}" for o, s in TRIALS])  # fmt: skip
+def test_interrupted_run_leaves_nothing(
+    tmp_path: Path, up_home: LocalBackend, own: bool, sig: signal.Signals, delay: float
+) -> None:
+    if own:
+        home = tmp_path / "home"
+    else:
+        home = up_home.home
+        if not any(up_home.is_healthy(ep.name) for ep in up_home.endpoints()):
+            start_or_fail(up_home, ["rabbitmq"], label="mqbed up", detach=True)
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    runs = tmp_path / "runs"
+    run = cli("run", "s.yaml", "--no-predict", "--no-report", "--workers", "2", "--home",
+              str(home), "--out", str(runs), cwd=tmp_path, stdout=subprocess.PIPE,
+              stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        load_at = wait_for_load(run, runs, 150)
+        time.sleep(max(0.0, load_at + delay - time.time()))
+        tree = psutil.Process(run.pid).children(recursive=True)
+        locusts = [p for p in tree if "locust" in " ".join(p.cmdline())]
+        assert len(locusts) == 3, [p.cmdline() for p in tree]  # master + 2 workers
+        run.send_signal(sig)
+        output, _ = run.communicate(timeout=60)
+        exited = time.monotonic()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+    assert run.returncode == EXIT[sig], output.decode(errors="replace")
+    while alive(tree) and time.monotonic() - exited < 10:
+        time.sleep(0.1)
+    assert alive(tree) == [], "processes of the run survived it"
+    (run_dir,) = runs.iterdir()
+    env = json.loads((run_dir / "environment.json").read_text())
+    assert env["interrupted"] is True
+    parts = sorted((run_dir / "measured").glob("messages.parts/*.parquet"))
+    if sig == signal.SIGKILL:  # the run home stays for `mqbed down`
+        assert [p.name for p in (home / "runs").iterdir()] == [run_dir.name]
+        assert parts and sum(pq.read_table(p).num_rows for p in parts) > 0
+        ledger = collect_side(run_dir / "measured", 1)[0]  # what the run left can be merged
+        assert ledger.sent > 0
+    else:  # a clean stop: records merged, home removed
+        assert (run_dir / "measured" / "ledger.json").exists()
+        assert pq.read_table(run_dir / "measured" / "messages.parquet").num_rows > 0
+        assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
+    assert not list(run_dir.rglob("worker-secrets*"))
+    if own or sig == signal.SIGKILL:  # (`down` of the shared home also stops its broker)
+        down = cli("down", "--home", str(home), cwd=tmp_path, stdout=subprocess.PIPE)
+        assert down.wait(timeout=120) == 0
+        assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []

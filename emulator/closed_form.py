@@ -29,6 +29,7 @@ from __future__ import annotations
 __all__ = ["analytic_figures"]
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,8 @@ from emulator.errors import PredictionError
 from emulator.sim.costs import Costs, derive_costs
 from emulator.sim.summary import Key
 from testbed.core.profile import Profile
-from testbed.core.quantiles import PROBS
-from testbed.core.scenario import ClosedArrival, PoissonArrival, Scenario
+from testbed.core.quantiles import PROBS, QuantileTable
+from testbed.core.scenario import ClosedArrival, ConsumerSpec, PoissonArrival, Scenario
 from testbed.core.visibility import dead_letter_probability
 
 
@@ -112,6 +113,51 @@ def _closed_writers(s: Scenario, c: Costs) -> dict[Key, float]:
 
 
 def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
+    lam, size, qname, confirms = _offered_traffic(s)
+    spec = s.queue(qname)
+    groups, svc, fail = _service_law(s, qname)
+    sink = svc == 0.0
+    p = 1.0 - fail
+    vt = 0.0
+    if fail > 0:
+        vis = spec.visibility if spec is not None else None
+        _require(vis is not None, "visibility timeout", f"queue {qname!r} fails without one")
+        _require(sink, "retries only with sink consumers", "failed attempts hold prefetch credit")
+        vt = float(vis.timeout)  # type: ignore[union-attr]
+    n = sum(g.count for g in groups)
+    prefetch1 = all(g.prefetch == 1 for g in groups)
+    path = _fixed_path(c, kind, lam, size, p, vt, confirms=confirms, prefetch1=prefetch1)
+    rate = lam
+    pq: tuple[float, float, float] | None = None
+    if sink:
+        latency = path.to_consumer
+        # copies waiting out a visibility timeout are not in the queue's depth (as measured)
+        depth = lam * (path.broker_wait + 2 * c.d + path.delta + path.pre + path.read)
+        if path.table is not None:  # the path's own quantiles, shifted by the constant stages
+            shift = path.to_consumer - path.table.mean
+            pq = tuple(shift + path.table.quantile(q) for q in (0.5, 0.95, 0.99))  # type: ignore[assignment]
+    else:
+        max_length = spec.max_length if spec is not None else None
+        rate, wq, depth, pq = _consumer_station(c, kind, lam, svc, n, qname, max_length, path)
+        latency = path.to_consumer + wq
+    if spec is not None and spec.visibility is not None and fail > 0:
+        rate *= 1.0 - dead_letter_probability(fail, spec.visibility.max_deliveries)
+    out: dict[Key, float] = {}
+    out[("throughput_msg_s", None, None)] = rate
+    out[("latency_mean_s", None, None)] = latency
+    out[("end_to_end_mean_s", None, None)] = latency + svc + path.read
+    out[("queue_depth_mean", None, None)] = depth
+    out[("queue_depth_mean", qname, None)] = depth
+    out[("publish_rate_msg_s", None, None)] = lam
+    if pq is not None:
+        for name, v in zip(("latency_p50_s", "latency_p95_s", "latency_p99_s"), pq, strict=True):
+            out[(name, None, None)] = v
+    return out
+
+
+def _offered_traffic(s: Scenario) -> tuple[float, float, str, bool]:
+    """The Poisson producers' total rate λ, rate-weighted mean size, the one queue their
+    traffic reaches and whether they use confirms (all or none)."""
     lam = 0.0
     size_sum = 0.0
     targets: set[str] = set()
@@ -138,9 +184,13 @@ def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
                 targets.update(routed)
     _require(len(targets) == 1, "one queue", f"traffic reaches {sorted(targets)}")
     _require(len(confirms) == 1, "identical producers", "some producers use confirms, some not")
-    qname = targets.pop()
     size = size_sum / lam if lam > 0 else 0.0
-    spec = s.queue(qname)
+    return lam, size, targets.pop(), confirms.pop()
+
+
+def _service_law(s: Scenario, qname: str) -> tuple[list[ConsumerSpec], float, float]:
+    """The consumer groups reading ``qname`` and their one service law: mean service time and
+    failure probability (acks after processing; exponential and prefetch 1 unless sinks)."""
     groups = [g for g in s.consumers if g.queue == qname and g.count > 0]
     _require(bool(groups), "consumers", f"no consumer reads queue {qname!r}")
     means = {float(g.service_time.mean) for g in groups}
@@ -158,18 +208,41 @@ def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
                 f"{g.name!r} service cv = {float(g.service_time.cv):.3g}",
             )
             _require(g.prefetch == 1, "prefetch 1", f"{g.name!r} has prefetch {g.prefetch}")
-    p = 1.0 - fail
-    vt = 0.0
-    if fail > 0:
-        vis = spec.visibility if spec is not None else None
-        _require(vis is not None, "visibility timeout", f"queue {qname!r} fails without one")
-        _require(sink, "retries only with sink consumers", "failed attempts hold prefetch credit")
-        vt = float(vis.timeout)  # type: ignore[union-attr]
-    n = sum(g.count for g in groups)
-    prefetch1 = all(g.prefetch == 1 for g in groups)
-    confirm_extra = c.confirm_over_a + c.confirm_over_b * size if confirms.pop() else 0.0
+    return groups, svc, fail
+
+
+@dataclass(frozen=True)
+class _Path:
+    """Publish → delivery to the consumer, before any wait for a consumer."""
+
+    to_consumer: float
+    broker_wait: float
+    """Time in the broker's stations counted in the queue's depth (``threads``), else 0."""
+    delta: float
+    """The delivery residual δ (the measured table's mean when there is one)."""
+    pre: float
+    """The prefetch-1 overhead (0 without prefetch 1)."""
+    read: float
+    """The consumer's read overhead (the measured hold's mean when there is one)."""
+    table: QuantileTable | None
+    """The measured client path's delivery table (``amqp`` only), else None."""
+
+
+def _fixed_path(
+    c: Costs,
+    kind: str,
+    lam: float,
+    size: float,
+    p: float,
+    vt: float,
+    *,
+    confirms: bool,
+    prefetch1: bool,
+) -> _Path:
+    """The stations in series up to the consumer (``threads``: the §4 tandem; ``amqp``: the
+    calibrated fixed path), retries ((1 − p)/p)·VT included."""
+    confirm_extra = c.confirm_over_a + c.confirm_over_b * size if confirms else 0.0
     pre = c.prefetch_over_a + c.prefetch_over_b * size if prefetch1 else 0.0
-    rate = lam
     if kind == "threads":
         w1 = _station_w(lam, c.receive, threads_of(c))
         w2 = _station_w(lam / p, c.dispatch, threads_of(c))
@@ -188,53 +261,45 @@ def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
     if table is not None:  # the measured path replaces the fitted δ (mean of the table)
         to_consumer += table.mean - delta
         delta = table.mean
-    out: dict[Key, float] = {}
-    if sink:
-        latency = to_consumer
-        # copies waiting out a visibility timeout are not in the queue's depth (as measured)
-        depth = lam * (broker_wait + 2 * c.d + delta + pre + read)
-        pq: tuple[float, float, float] | None = None
-        if table is not None:  # the path's own quantiles, shifted by the constant stages
-            shift = to_consumer - table.mean
-            pq = tuple(shift + table.quantile(q) for q in (0.5, 0.95, 0.99))  # type: ignore[assignment]
-    else:
-        hold = c.d + delta + pre + svc + read + c.d  # credit is back when the ack arrives
-        mu = 1.0 / hold
-        ml = spec.max_length if spec is not None else None
-        if ml is not None:
-            _require(n == 1, "one consumer for M/M/1/K", f"{n} consumers read {qname!r}")
-            st1k = analytic.mm1k(lam, mu, ml + 1)
-            rate = st1k.lam_eff
-            wq = st1k.w - hold
-            depth = st1k.l + lam * broker_wait
-            pq = None
-        else:
-            st = analytic.mmn(lam, mu, n)
-            # Allen–Cunneen: scale the M/M/n wait by (1 + c²)/2, c² the holding time's squared
-            # coefficient of variation — its fixed parts make it less variable than exponential,
-            # the calibrated delivery jitter and read time (heavy-tailed, cv up to ~5) more
-            jitter = c.delivery_jitter(lam) if kind == "amqp" else None
-            var = svc * svc + float(c.read.variance)
-            var += float(jitter.variance) if jitter is not None else 0.0
-            ac = (1.0 + var / (hold * hold)) / 2.0
-            wq = st.wq * ac
-            depth = lam * (wq + hold) + lam * broker_wait
-            pq = _latency_quantiles(to_consumer, table, st.p_wait, n * mu - lam, ac)
-            if kind == "threads":
-                pq = None
-        latency = to_consumer + wq
-    if spec is not None and spec.visibility is not None and fail > 0:
-        rate *= 1.0 - dead_letter_probability(fail, spec.visibility.max_deliveries)
-    out[("throughput_msg_s", None, None)] = rate
-    out[("latency_mean_s", None, None)] = latency
-    out[("end_to_end_mean_s", None, None)] = latency + svc + read
-    out[("queue_depth_mean", None, None)] = depth
-    out[("queue_depth_mean", qname, None)] = depth
-    out[("publish_rate_msg_s", None, None)] = lam
-    if pq is not None:
-        for name, v in zip(("latency_p50_s", "latency_p95_s", "latency_p99_s"), pq, strict=True):
-            out[(name, None, None)] = v
-    return out
+    return _Path(to_consumer, broker_wait, delta, pre, read, table)
+
+
+def _consumer_station(
+    c: Costs,
+    kind: str,
+    lam: float,
+    svc: float,
+    n: int,
+    qname: str,
+    max_length: int | None,
+    path: _Path,
+) -> tuple[float, float, float, tuple[float, float, float] | None]:
+    """The consumers as one station (M/M/n, or M/M/1/K with ``max_length``): throughput, mean
+    wait for a consumer, mean queue depth and the latency quantiles (None: unknown)."""
+    hold = (
+        c.d + path.delta + path.pre + svc + path.read + c.d
+    )  # credit is back when the ack arrives
+    mu = 1.0 / hold
+    if max_length is not None:
+        _require(n == 1, "one consumer for M/M/1/K", f"{n} consumers read {qname!r}")
+        st1k = analytic.mm1k(lam, mu, max_length + 1)
+        return st1k.lam_eff, st1k.w - hold, st1k.l + lam * path.broker_wait, None
+    st = analytic.mmn(lam, mu, n)
+    # Allen–Cunneen: scale the M/M/n wait by (1 + c²)/2, c² the holding time's squared
+    # coefficient of variation — its fixed parts make it less variable than exponential,
+    # the calibrated delivery jitter and read time (heavy-tailed, cv up to ~5) more
+    jitter = c.delivery_jitter(lam) if kind == "amqp" else None
+    var = svc * svc + float(c.read.variance)
+    var += float(jitter.variance) if jitter is not None else 0.0
+    ac = (1.0 + var / (hold * hold)) / 2.0
+    wq = st.wq * ac
+    depth = lam * (wq + hold) + lam * path.broker_wait
+    pq: tuple[float, float, float] | None = _latency_quantiles(
+        path.to_consumer, path.table, st.p_wait, n * mu - lam, ac
+    )
+    if kind == "threads":
+        pq = None
+    return lam, wq, depth, pq
 
 
 def threads_of(c: Costs) -> int:

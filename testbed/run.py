@@ -1,5 +1,7 @@
 """The run pipeline: provision -> warm up -> load -> drain -> collect -> predict -> report.
 
+Each live replication (warm up, load, drain) is `testbed.replication.run_replication`.
+
 Interruptions (Ctrl-C, a crash, SIGTERM, SIGHUP) still leave a readable run directory: records
 are flushed in batches while running, and the `finally` path stops Locust by process group,
 merges whatever parts exist, writes the ledger and `environment.json` (``"interrupted": true``),
@@ -14,11 +16,17 @@ home (`testbed.backends.run_homes`), removed when the replication ends.
 
 from __future__ import annotations
 
-__all__ = ["run_scenario", "RunResult"]
+__all__ = [
+    "STARTUP_MARGIN",
+    "RunResult",
+    "check_run_faults",
+    "rendezvous_path",
+    "replicate_on",
+    "run_scenario",
+]
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,48 +34,24 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.live import Live
 
 from testbed.backends.base import BrokerEndpoint
-from testbed.backends.local import LocalBackend
 from testbed.backends.provision import node_names, provisioned
 from testbed.backends.run_homes import RunHome, run_home
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
-from testbed.core.clock import RunClock
 from testbed.core.records import Ledger
 from testbed.core.redact import redact_text, url_passwords
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario, validate_file
-from testbed.core.seeds import replication_seed
 from testbed.exceptions import ConfigurationError, MqbedError
-from testbed.faults.injector import LocalBrokerFaults
-from testbed.faults.proxy import FaultProxy
 from testbed.faults.schedule import check_faults, needs_proxy
-from testbed.faults.timeline import FaultRunner, proxied_endpoints
 from testbed.interrupts import INTERRUPTS, RunInterrupted, interruptible
 from testbed.observe.environment import environment
-from testbed.observe.exporter import ExportingPoller, exporter_from_env
 from testbed.observe.ledger import collect_side, user_errors
-from testbed.observe.recorder import Recorder
-from testbed.observe.stats import StatsPoller, make_stats_poller
-from testbed.observe.timeseries import TimeseriesSampler
-from testbed.workload.config import WorkerConfig
-from testbed.workload.launcher import LocustLauncher
-from testbed.workload.scaling import CONTROL_KEY, user_count
+from testbed.replication import STARTUP_MARGIN, ReplicationSpec, run_replication
 from testbed.workload.topology import all_queue_names, declarations, purge
-
-STARTUP_MARGIN = 5.0
-"""Seconds between launching Locust and t=0, for processes to import (~2 s) and connect.
-
-The topology is declared before that, so a fault at t=0 comes ≥ 5 s after the declaration:
-RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed within ~2 s of
-its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
-EXTERNAL_MARGIN = 10.0
-"""Extra seconds before t=0 for external workers to see the run and connect."""
-INTERRUPTED_STOP = 6.0
-"""Seconds Locust gets to stop after a signal interrupted the run (30 s at a normal end)."""
 
 
 @dataclass
@@ -125,8 +109,7 @@ def replicate_on(endpoint: BrokerEndpoint, console: Console | Any, home: Path) -
         _prepare(endpoint, s)
         run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}-calibration"
         with run_home(home, run_id) as entry:
-            _replication(s, endpoint, None, run_dir, 0, workers=1, ui=False, console=console,
-                         entry=entry)  # fmt: skip
+            run_replication(ReplicationSpec(s, endpoint, run_dir, 0, entry), console)
         collect_side(run_dir / "measured", 1)
         errors = user_errors(run_dir / "measured")
         if errors:
@@ -134,181 +117,6 @@ def replicate_on(endpoint: BrokerEndpoint, console: Console | Any, home: Path) -
         return pd.read_parquet(run_dir / "measured" / "deliveries.parquet")
 
     return replicate
-
-
-def _progress(phase: str, t: float, scenario: Scenario, sampler: TimeseriesSampler) -> str:
-    s = sampler.latest
-    end = scenario.duration
-    remaining = (
-        max(0.0, end - t) if phase != "drain" else max(0.0, end + scenario.drain_timeout - t)
-    )
-    return (
-        f"[bold]{phase:7}[/] t={t:6.1f}s remaining {remaining:5.1f}s | "
-        f"in {s.publish_rate:8.1f}/s out {s.deliver_rate:8.1f}/s | depth {s.depth:6d} | "
-        f"consumers {s.consumers}"
-    )
-
-
-def _replication(
-    scenario: Scenario,
-    endpoint: BrokerEndpoint,
-    backend: LocalBackend | None,
-    run_dir: Path,
-    rep: int,
-    *,
-    workers: int,
-    ui: bool,
-    console: Console,
-    external: tuple[int, Path] | None = None,
-    entry: RunHome,
-) -> list[str]:
-    """One live replication; returns the fault runner's errors (empty when all went well)."""
-    measured = run_dir / "measured"
-    users = user_count(scenario)  # a scaled group has one user per slot
-    margin = STARTUP_MARGIN + 0.02 * users + (EXTERNAL_MARGIN if external else 0.0)
-    t0_ns = time.time_ns() + int(margin * 1e9)
-    clock = RunClock(t0_ns)
-    seed = replication_seed(scenario.seed, rep)
-    proxy = FaultProxy(seed=seed, api_port=None).start() if needs_proxy(scenario.faults) else None
-    links: dict[str, list[str]] = {}
-    client_eps: dict[str, BrokerEndpoint] = {}
-    if proxy is not None:
-        links, client_eps = proxied_endpoints(proxy, endpoint)
-    config = WorkerConfig(
-        scenario_file=str(run_dir / "scenario.yaml"),
-        measured_dir=str(measured),
-        endpoint=client_eps.get("producers", endpoint).to_json(),
-        consumer_endpoint=client_eps["consumers"].to_json() if "consumers" in client_eps else None,
-        t0_ns=t0_ns,
-        replication=rep,
-        seed=seed,
-        run_id=run_dir.name,
-        stop_producers_at=scenario.duration,
-        extra={CONTROL_KEY: str(run_dir / f"scale-control.r{rep}.json")}
-        if scenario.autoscaling
-        else {},
-    )
-    config_path = run_dir / f"worker-config.r{rep}.json"
-    config.write(config_path, secrets=entry.secrets_path(rep))
-    # Prometheus exporter of this process (MQBED_PROMETHEUS_SD_DIR set, e.g. by `mqbed up
-    # --with-prometheus` or compose): run events, fault events and the broker poller's gauges
-    exporter = exporter_from_env(f"control-r{rep}", run_id=run_dir.name)
-    listeners = [exporter] if exporter is not None else []
-    control = Recorder(measured, f"control-r{rep}", rep, batch_rows=1, listeners=listeners)
-    queues = all_queue_names(scenario)
-    poller: StatsPoller = make_stats_poller(endpoint, queues=queues)
-    if exporter is not None:
-        poller = ExportingPoller(poller, exporter)
-    sampler = TimeseriesSampler(
-        poller,
-        clock,
-        measured,
-        queues,
-        rep,
-        scenario.recording.poll_interval,
-    )
-    scaler = _autoscaler(scenario, endpoint, clock, measured, rep, config)
-    run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
-    locust = LocustLauncher(config_path, measured / "locust", users, run_time, workers, ui,
-                            external_workers=external[0] if external else 0,
-                            rendezvous=external[1] if external else None,
-                            secrets=entry.secrets_path(rep))  # fmt: skip
-    runner: FaultRunner | None = None
-    fault_rec: Recorder | None = None
-    if scenario.faults and (proxy is not None or backend is not None):
-        fault_rec = Recorder(measured, f"faults-r{rep}", rep, batch_rows=1, listeners=listeners)
-        runner = FaultRunner(
-            scenario.faults,
-            clock=clock,
-            recorder=fault_rec,
-            brokers=LocalBrokerFaults(backend) if backend is not None else None,
-            node_names=node_names(scenario),
-            proxy=proxy,
-            links=links,
-            seed=seed,
-            stop_at=scenario.duration,
-            broker_kind=scenario.broker.kind,
-        ).start()
-    sampler.start()
-    if scaler is not None:
-        scaler.start()
-    locust.start(f"r{rep}")
-    entry.track(locust.refs())
-    if locust.web_url:
-        console.print(f"Locust web UI: {locust.web_url}", markup=False)
-    try:
-        if scenario.warmup > 0:
-            control.event(0.0, "phase", "run", {"phase": "warmup", "until": scenario.warmup})
-        control.event(scenario.warmup, "phase", "run", {"phase": "load"})
-        control.event(scenario.duration, "phase", "run", {"phase": "drain"})
-        empty_polls = 0
-        last_poll = 0
-        with Live(console=console, refresh_per_second=4, transient=True) as live:
-            while True:
-                time.sleep(0.1)
-                t = clock.now()
-                locust.check_started()
-                if t < scenario.warmup:
-                    phase = "warmup" if t >= 0 else "start"
-                elif t < scenario.duration:
-                    phase = "load"
-                else:
-                    phase = "drain"
-                live.update(_progress(phase, t, scenario, sampler))
-                latest = sampler.latest
-                if phase != "drain" or latest.polls == last_poll:
-                    continue
-                last_poll = latest.polls
-                if latest.t > scenario.duration + 0.5 and latest.broker_up and latest.depth == 0:
-                    empty_polls += 1
-                    if empty_polls >= 2:
-                        break
-                else:
-                    empty_polls = 0
-                if t >= scenario.duration + scenario.drain_timeout or not locust.alive():
-                    control.event(t, "drain_timeout", "run", {"depth": latest.per_queue})
-                    break
-        control.event(clock.now(), "phase", "run", {"phase": "end"})
-    finally:
-        with INTERRUPTS.shielded():
-            locust.stop(timeout=INTERRUPTED_STOP if INTERRUPTS.pending else 30.0)
-            errors: list[str] = []
-            if runner is not None:
-                runner.stop()  # always heals: proxy, paused or killed broker, alarms
-                errors = list(runner.errors)
-            if fault_rec is not None:
-                fault_rec.close()
-            if proxy is not None:
-                proxy.stop()
-            if scaler is not None:
-                scaler.stop()
-            sampler.stop()
-            control.close()
-            if exporter is not None:
-                exporter.close()
-    return errors
-
-
-def _autoscaler(
-    scenario: Scenario,
-    endpoint: BrokerEndpoint,
-    clock: RunClock,
-    measured: Path,
-    rep: int,
-    config: WorkerConfig,
-) -> Any:
-    """The live autoscaling loop of one replication (None without `autoscaling:`)."""
-    if not scenario.autoscaling:
-        return None
-    from testbed.control.autoscaler import LiveAutoscaler
-
-    return LiveAutoscaler(
-        scenario,
-        make_stats_poller(endpoint, queues=all_queue_names(scenario)),
-        clock,
-        Recorder(measured, f"autoscale-r{rep}", rep, batch_rows=1),
-        Path(config.extra[CONTROL_KEY]),
-    )
 
 
 def rendezvous_path(out_dir: Path) -> Path:
@@ -438,12 +246,13 @@ def _live(
                 if purged:
                     console.print(f"purged leftover messages: {purged}", markup=False)
                     env.setdefault("purged", {})[f"r{rep}"] = purged
-                fault_errors = _replication(
-                    scenario, endpoint, owner, run_dir, rep, console=console, entry=entry,
+                spec = ReplicationSpec(
+                    scenario, endpoint, run_dir, rep, entry, backend=owner,
                     workers=options["workers"] or scenario.workers, ui=options["ui"],
                     external=(external_workers, rendezvous_path(out_dir))
                     if external_workers else None,
                 )  # fmt: skip
+                fault_errors = run_replication(spec, console)
                 if fault_errors:
                     env.setdefault("fault_errors", {})[f"r{rep}"] = fault_errors
                     for line in fault_errors:

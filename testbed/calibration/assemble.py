@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.calibration.bench import PointStats
+from testbed.calibration.bench import MemoryProbe, PipeProbe, PointStats
 from testbed.calibration.fitting import LineFit, difference_fit, linear_fit, pooled_moments
 from testbed.calibration.protocol import CalibrationData, size_label
 from testbed.core.profile import Profile, load_profile
@@ -171,10 +171,49 @@ def assemble(
     p = data.protocol
     ref = float(p.reference_size)
     asm = Assembly(profile={})
-    rate = {"low": p.low_rate, "high": p.high_rate}
-
     # queue service first: it decides which high-load points carry queueing
     pipes = [x for x in data.pipes if x.received and math.isfinite(x.per_message)]
+    qs = _queue_service(pipes, asm)
+    by = _by_config(_usable_points(data, qs, asm))
+    d = statistics.median(data.rtts) / 2 if data.rtts else 0.0
+    asm.comments["network_delay"] = "half the median loopback TCP handshake"
+    latency = _latency_fits(by, {"low": p.low_rate, "high": p.high_rate}, ref, asm)
+    pre, con, per = _overhead_fits(by, asm)
+    publish, read, write = _small_moments(by, ref, asm)
+    route = _routing_fit(data, asm)
+    # threads model: both stages serve a message in the pipe's per-message time (count 1)
+    s_ref = qs.at(ref) if qs is not None else 0.0
+    threads = {
+        "count": 1,
+        "receive": {"mean": s_ref, "sd": s_ref},
+        "dispatch": {"mean": s_ref, "sd": s_ref},
+    }
+    memory, ref_mem = _memory(data, ref, asm)
+    asm.profile = {
+        "source": "measured",
+        "host": host or host_label(),
+        "broker": {"kind": data.kind, "version": data.version},
+        "date": date or (data.started[:10] if data.started else ""),
+        "reference_size": ref,
+        "network_delay": d,
+        "latency": latency,
+        "persistence": _cost(per),
+        "confirm_overhead": _cost(con),
+        "prefetch_overhead": _cost(pre),
+        "routing": {"per_destination": route.b if route is not None else 0.0},
+        "publish_time": _moment(publish),
+        "write_time": _moment(write),
+        "read_time": _moment(read),
+        "queue_service": _cost(qs),
+        "threads": threads,
+        "memory": memory,
+    }
+    asm.comments.update(_comments(data, route, pipes, ref_mem))
+    return asm
+
+
+def _queue_service(pipes: list[PipeProbe], asm: Assembly) -> LineFit | None:
+    """a + b·size over the pipe bursts' per-message times, relative least squares."""
     qs = (
         linear_fit(
             [x.size for x in pipes],
@@ -186,6 +225,12 @@ def assemble(
         else None
     )
     asm.fits["queue_service"] = qs.to_json() if qs is not None else None
+    return qs
+
+
+def _usable_points(data: CalibrationData, qs: LineFit | None, asm: Assembly) -> list[PointStats]:
+    """The points the latency fits use: not saturated, and at high load not above `MAX_RHO`
+    of the queue capacity; a note lists the others (and the saturated routing points)."""
 
     def rho(x: PointStats) -> float:
         return x.rate * qs.at(x.size) if qs is not None else 0.0
@@ -207,17 +252,25 @@ def assemble(
             + "; ".join(dropped)
             + "."
         )
-    by = {
+    return usable
+
+
+_ByConfig = dict[tuple[str, str], list[PointStats]]
+"""(configuration, load) -> its usable points."""
+
+
+def _by_config(usable: list[PointStats]) -> _ByConfig:
+    return {
         (c, ld): [x for x in usable if x.config == c and x.load == ld]
         for c in (*CONFIG_ORDER, "confirms_transient")
         for ld in ("low", "high")
     }
 
-    # network delay
-    d = statistics.median(data.rtts) / 2 if data.rtts else 0.0
-    asm.comments["network_delay"] = "half the median loopback TCP handshake"
 
-    # latency fits: per-point medians
+def _latency_fits(
+    by: _ByConfig, rate: dict[str, float], ref: float, asm: Assembly
+) -> dict[str, dict[str, Any]]:
+    """Per configuration with both loads usable: the latency lines over per-point medians."""
     latency: dict[str, dict[str, Any]] = {}
     for cfg in CONFIG_ORDER:
         variants = {}
@@ -254,8 +307,14 @@ def assemble(
             "calibration: the base configuration has no usable latency at low and high load "
             "(see the sidecar's points and their errors)"
         )
+    return latency
 
-    # overheads and persistence (low load): regressions of median differences on size
+
+def _overhead_fits(
+    by: _ByConfig, asm: Assembly
+) -> tuple[LineFit | None, LineFit | None, LineFit | None]:
+    """Prefetch, confirm and persistence costs (low load): regressions of median differences
+    on size; the high-load overheads go to the sidecar only."""
     base_lat = _medians(by[("base", "low")], "latency")
     pre = difference_fit(_medians(by[("prefetch1", "low")], "latency"), base_lat)
     con = difference_fit(_medians(by[("confirms", "low")], "latency"), base_lat)
@@ -273,8 +332,15 @@ def assemble(
             _medians(by[(minuend, "high")], "latency"), _medians(by[(sub, "high")], "latency")
         )
         asm.fits[name] = hf.to_json() if hf is not None else None
+    return pre, con, per
 
-    # mean and sd at the reference size (exact pooling of the points' moments)
+
+_Moments = tuple[float, float] | None
+
+
+def _small_moments(by: _ByConfig, ref: float, asm: Assembly) -> tuple[_Moments, _Moments, _Moments]:
+    """Publish, read and write time: mean and sd at the small sizes (exact pooling of the
+    points' moments); the sidecar gets the median of the point medians."""
     base_all = [*by[("base", "low")], *by[("base", "high")]]
     publish = _pooled(_small(base_all, ref), "publish")
     read = _pooled(_small(base_all, ref), "read")
@@ -286,8 +352,11 @@ def assemble(
     ):
         meds = [getattr(x, what).median for x in _small(pts, ref) if getattr(x, what)]
         asm.fits[name] = {"median_of_point_medians": statistics.median(meds) if meds else None}
+    return publish, read, write
 
-    # routing: per-point median copy latency on the number of bound queues
+
+def _routing_fit(data: CalibrationData, asm: Assembly) -> LineFit | None:
+    """Per-point median copy latency on the number of bound queues (None: < 2 widths)."""
     rpts = [x for x in data.routing if x.latency is not None and not x.saturated]
     route = (
         linear_fit(
@@ -301,16 +370,13 @@ def assemble(
     asm.fits["routing"] = route.to_json() if route is not None else None
     if route is None:
         asm.notes.append("routing: fewer than two fan-out widths measured; per_destination 0.")
+    return route
 
-    # threads model: both stages serve a message in the pipe's per-message time (count 1)
-    s_ref = qs.at(ref) if qs is not None else 0.0
-    threads = {
-        "count": 1,
-        "receive": {"mean": s_ref, "sd": s_ref},
-        "dispatch": {"mean": s_ref, "sd": s_ref},
-    }
 
-    # memory
+def _memory(
+    data: CalibrationData, ref: float, asm: Assembly
+) -> tuple[dict[str, float], MemoryProbe | None]:
+    """The profile's memory block (from the probe nearest the reference size) and that probe."""
     mem = [m for m in data.memory if m.n and math.isfinite(m.per_message)]
     ref_mem = min(mem, key=lambda m: abs(m.size - ref)) if mem else None
     memory = {
@@ -328,28 +394,20 @@ def assemble(
             f"memory: broker memory grew by less than the bodies ({ref_mem.per_message:.0f} B "
             f"per {ref_mem.size} B message); overhead set to 0"
         )
+    return memory, ref_mem
 
-    asm.profile = {
-        "source": "measured",
-        "host": host or host_label(),
-        "broker": {"kind": data.kind, "version": data.version},
-        "date": date or (data.started[:10] if data.started else ""),
-        "reference_size": ref,
-        "network_delay": d,
-        "latency": latency,
-        "persistence": _cost(per),
-        "confirm_overhead": _cost(con),
-        "prefetch_overhead": _cost(pre),
-        "routing": {"per_destination": route.b if route is not None else 0.0},
-        "publish_time": _moment(publish),
-        "write_time": _moment(write),
-        "read_time": _moment(read),
-        "queue_service": _cost(qs),
-        "threads": threads,
-        "memory": memory,
-    }
+
+def _comments(
+    data: CalibrationData,
+    route: LineFit | None,
+    pipes: list[PipeProbe],
+    ref_mem: MemoryProbe | None,
+) -> dict[str, str]:
+    """How each profile field was derived, as the rendered YAML's comments say."""
+    p = data.protocol
+    ref = float(p.reference_size)
     small = f"sizes ≤ {size_label(int(10 * ref))}"
-    asm.comments.update({
+    return {
         "latency": "end-to-end publish -> deliver: a + b*size over per-point medians; "
         f"sd = (p95 - median)/1.645 at {small}",
         "persistence": "median write(persistent) - write(transient), with confirms, "
@@ -370,8 +428,7 @@ def assemble(
         + (f", n={ref_mem.n}" if ref_mem else ""),
         "memory.base_bytes": "broker memory with no queued messages",
         "memory.high_watermark": "not measured (see testbed/calibration/assemble.py)",
-    })  # fmt: skip
-    return asm
+    }
 
 
 def _fmt_r(f: LineFit | None) -> str:

@@ -113,8 +113,18 @@ def check_scenario(
     _unique(c, topo.exchanges, ("topology", "exchanges"), "exchange")
     _unique(c, s.producers, ("producers",), "producer")
     _unique(c, s.consumers, ("consumers",), "consumer")
-    exchanges = [x.name for x in topo.exchanges]
+    _check_run_and_broker(c, s)
+    _check_queues(c, s)
+    _check_producers(c, s, base_dir)
+    _check_consumers(c, s)
+    _check_faults(c, s)
+    check_autoscaling(c, s)
+    _check_stability(c, s)
+    return c.issues
 
+
+def _check_run_and_broker(c: _Collector, s: Scenario) -> None:
+    """Warm-up inside the run; the client speaks the broker's protocol; external has URLs."""
     if s.warmup >= s.duration:
         c.error(("warmup",), f"warmup {s.warmup:g}s must be shorter than duration {s.duration:g}s")
 
@@ -129,6 +139,13 @@ def check_scenario(
     if s.broker.backend == "external" and not (s.broker.urls or os.environ.get(ENV_BROKER_URLS)):
         c.error(("broker", "urls"), f"backend 'external' needs broker.urls (or ${ENV_BROKER_URLS})")
 
+
+def _check_queues(c: _Collector, s: Scenario) -> None:
+    """Quorum queues on RabbitMQ and durable; bindings to declared exchanges, valid topic
+    patterns; no queue dead-letters to itself."""
+    topo = s.topology
+    kind = s.broker.kind
+    exchanges = [x.name for x in topo.exchanges]
     for qi, q in enumerate(topo.queues):
         qp: Path_ = ("topology", "queues", qi)
         if q.type == "quorum":
@@ -151,6 +168,9 @@ def check_scenario(
                 qp + ("visibility", "dead_letter_queue"), "a queue cannot dead-letter to itself"
             )
 
+
+def _check_producers(c: _Collector, s: Scenario, base_dir: Path) -> None:
+    """Destinations resolve, start/stop fit the run; reads each trace arrival's file."""
     for pi, p in enumerate(s.producers):
         pp: Path_ = ("producers", pi)
         _check_destination(c, s, pp, p.queue, p.exchange, p.routing_key)
@@ -171,6 +191,9 @@ def check_scenario(
         if isinstance(arr, TraceArrival):
             _load_trace(c, arr, pp + ("arrival", "file"), base_dir)
 
+
+def _check_consumers(c: _Collector, s: Scenario) -> None:
+    """Consumers read declared queues; prefetch; follow-up destinations resolve."""
     for ci, cg in enumerate(s.consumers):
         cp: Path_ = ("consumers", ci)
         if cg.queue not in s.queue_names():
@@ -190,6 +213,9 @@ def check_scenario(
         for fi, f in enumerate(cg.follow_ups):
             _check_destination(c, s, cp + ("follow_ups", fi), f.queue, f.exchange, f.routing_key)
 
+
+def _check_faults(c: _Collector, s: Scenario) -> None:
+    """Each fault lies inside the run and names a broker node or client group that exists."""
     consumer_names = [g.name for g in s.consumers]
     producer_names = [p.name for p in s.producers]
     nodes = ["broker"] + [f"broker{i}" for i in range(s.broker.nodes)]
@@ -237,8 +263,10 @@ def check_scenario(
         ):
             c.warn(fp + ("jitter",), "jitter larger than latency is clipped at zero delay")
 
-    check_autoscaling(c, s)
 
+def _check_stability(c: _Collector, s: Scenario) -> None:
+    """Unless `overload: true` (or there are errors already): warn on every queue whose offered
+    load reaches its consumers' capacity (ρ ≥ 1)."""
     if not any(i.severity == "error" for i in c.issues) and not s.overload:
         for qname, load in offered_load(s).items():
             if load.utilisation >= 1.0:
@@ -254,7 +282,6 @@ def check_scenario(
                     f"queue {qname!r} is unstable: utilisation ρ = {load.utilisation:.3g} "
                     f"≥ 1 ({detail}); set 'overload: true' if this is an overload experiment",
                 )
-    return c.issues
 
 
 def _queue_path(s: Scenario, queue: str) -> Path_:

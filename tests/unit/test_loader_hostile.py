@@ -68,7 +68,9 @@ def run_validate(*files: str | Path, cwd: Path, command: str = "validate") -> Re
             preexec_fn=_limit_memory,
             start_new_session=True,
         )
+        peak_kb = 0
         while True:
+            peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
@@ -82,7 +84,21 @@ def run_validate(*files: str | Path, cwd: Path, command: str = "validate") -> Re
         out.seek(0)
         err.seek(0)
         text_out, text_err = (f.read().decode("utf-8", "replace") for f in (out, err))
-    return Result(proc.returncode, text_out, text_err, seconds, usage.ru_maxrss / 1024)
+    return Result(proc.returncode, text_out, text_err, seconds, peak_kb / 1024)
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    """Peak RSS (kB) of the child's own program. After exec a process has a new address space
+    whose high-water mark starts afresh; ``ru_maxrss`` instead also counts the pages of the
+    forked parent (a pytest-xdist worker of 200+ MB), so it cannot bound the child."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def assert_refused(r: Result, name: str, line: int, fragment: str) -> None:

@@ -110,8 +110,15 @@ def test_faults_reach_consumers_added_by_scaling(tmp_path: Path) -> None:
     import yaml
 
     data = yaml.safe_load((LIB / "mmpp-target-tracking.yaml").read_text())
-    data.update(duration="60s", faults=[{"kind": "broker_kill", "at": "40s", "duration": "1s"}])
+    data.update(duration="60s")
     f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(data))
+    s = load_scenario(f)
+    # kill in the middle of the longest stretch with >= 2 scaled consumers (from a run without
+    # the fault: the same seed gives the same timeline up to the kill), not at a fixed time
+    calm = Model(s, default_profile(s.broker.kind), 0).run()
+    at = _middle_of_scaled_stretch(calm, s.consumers[0].count + 2)
+    data.update(faults=[{"kind": "broker_kill", "at": f"{at:.2f}s", "duration": "1s"}])
     f.write_text(yaml.safe_dump(data))
     s = load_scenario(f)
     r = Model(s, default_profile(s.broker.kind), 0).run()
@@ -119,3 +126,19 @@ def test_faults_reach_consumers_added_by_scaling(tmp_path: Path) -> None:
     crashed = set(d[d.outcome == "crashed"].consumer)
     scaled = {c for c in crashed if int(c.rsplit("-", 1)[1]) >= s.consumers[0].count}
     assert scaled, f"no consumer started by scaling saw the kill: {sorted(crashed)}"
+
+
+def _middle_of_scaled_stretch(r, at_least: int) -> float:  # type: ignore[no-untyped-def]
+    """Middle of the longest interval during which the group had >= `at_least` consumers."""
+    e = r.tables["events"].to_pandas()
+    scales = e[e.kind == "scale"].sort_values("t")
+    best, start = (0.0, 0.0), None
+    for t, detail in zip(scales.t, scales.detail, strict=True):
+        n = json.loads(detail)["desired"]
+        if n >= at_least and start is None:
+            start = t
+        elif n < at_least and start is not None:
+            best = max(best, (t - start, (start + t) / 2))
+            start = None
+    assert best[0] > 2.0, f"the group never held {at_least} consumers for 2 s"
+    return best[1]

@@ -12,6 +12,7 @@ import pytest
 
 from emulator.sim.model import Model, SimResult
 from testbed.core.profile import Profile, default_profile
+from testbed.core.quantiles import ks_to_sample
 from testbed.core.scenario_loader import parse_scenario
 
 
@@ -61,8 +62,9 @@ def text(
 
 
 def test_light_load_latency_and_confirm_reproduce_the_profile() -> None:
-    """amqp at light load: latency = L_base(size); confirm time = calibrated write time (§9)."""
-    prof = default_profile("rabbitmq")
+    """amqp at light load, a profile without a client path: latency = L_base(size) spread by
+    the fit's sd; confirm time = calibrated write time (§9)."""
+    prof = default_profile("rabbitmq").model_copy(update={"client_path": None})
     res = run(
         text(
             "  - {name: p, queue: q, confirms: true, size: 200B, arrival: {kind: poisson, rate: 1/s}}",
@@ -82,6 +84,27 @@ def test_light_load_latency_and_confirm_reproduce_the_profile() -> None:
     confirm = (m.t_confirm - m.t_publish).to_numpy()
     se = prof.write_time.sd / math.sqrt(len(confirm))
     assert abs(confirm.mean() - prof.write_time.mean) < 5 * se
+
+
+def test_light_load_latency_follows_the_measured_client_path() -> None:
+    """With the shipped client path: the light-load latency distribution is the measured
+    delivery table at that point (the modelled stages are taken out and added back)."""
+    prof = default_profile("rabbitmq")
+    assert prof.client_path is not None
+    res = run(
+        text(
+            "  - {name: p, queue: q, size: 200B, arrival: {kind: poisson, rate: 5/s}}",
+            "  - {name: c, queue: q, count: 1, prefetch: 10, service_time: "
+            "{kind: deterministic, value: 0ms}}",
+            duration=600,
+        ),
+        prof,
+    )
+    _, d, _ = frames(res)
+    table = prof.client_path.delivery_table(5.0, 200, False, 0.0)
+    lat = d.latency_s.to_numpy()
+    assert ks_to_sample(table, lat) < 0.05
+    assert lat.min() >= table.floor * 0.999
 
 
 def test_fanout_copies_and_per_destination_routing_cost() -> None:

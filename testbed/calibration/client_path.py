@@ -4,13 +4,14 @@ A short generated scenario runs through the same machinery as ``mqbed run`` — 
 the broker adapter of the scenario's client library, the recorder — and its records give the
 tables of :class:`testbed.core.client_path.ClientPath`:
 
-- two phases of load, *low* and *high* total message rate (``PHASES``); in each, consumers that
-  serve in zero time take messages of a small and a large size (and, in the high phase, small
-  persistent messages on a durable queue): their publish → start delays are the delivery
-  tables;
-- in the high phase two consumers with a fixed service time are kept backlogged (offered ~15 %
-  more than they can take): the gap between the starts of two messages they serve back to
-  back, less the service time, is the hold table.
+- three phases of load, *low*, *mid* and *high* total message rate (``PHASES``); in each,
+  consumers that serve in zero time take messages of a small and a large size (and, in the
+  high phase, small persistent messages on a durable queue): their publish → start delays are
+  the delivery tables;
+- in the mid phase one consumer, in the high phase two, with a fixed service time are kept
+  backlogged (offered ~20 % more than they can take): the gap between the starts of two
+  messages they serve back to back, less the service time, is the hold table at that rate
+  (the event loop's overshoot grows with what else the process is doing).
 
 Foreign load: the machine's CPU time not spent by this process tree is measured over the
 attempt (``/proc/stat`` minus psutil's per-process times). An attempt during which other work
@@ -59,17 +60,25 @@ class Phase:
     large: float
     persistent: float
     hold: float
+    hold_consumers: int = 0
 
     @property
     def total(self) -> float:
         return self.small + self.large + self.persistent + self.hold
 
+    @property
+    def hold_queue(self) -> str:
+        return f"hold-{self.name}"
+
 
 PHASES = (
-    Phase("low", 2.0, 16.0, small=40.0, large=10.0, persistent=0.0, hold=0.0),
-    Phase("high", 18.0, 32.0, small=60.0, large=10.0, persistent=20.0, hold=255.0),
+    Phase("low", 2.0, 14.0, small=40.0, large=10.0, persistent=0.0, hold=0.0),
+    Phase("mid", 16.0, 28.0, small=40.0, large=10.0, persistent=0.0, hold=130.0, hold_consumers=1),
+    Phase(
+        "high", 30.0, 44.0, small=60.0, large=10.0, persistent=20.0, hold=255.0, hold_consumers=2
+    ),  # fmt: skip
 )
-"""Offered rates per phase (s, msg/s). The hold stream offers 2 / (8 ms + ~1 ms) × 1.15."""
+"""Offered rates per phase (s, msg/s). A hold stream offers n / (8 ms + ~1 ms) × ~1.2."""
 
 
 def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str, Any]:
@@ -80,7 +89,7 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             ("small", ph.small, SMALL, False, "poisson"),
             ("large", ph.large, LARGE, False, "poisson"),
             ("persistent", ph.persistent, SMALL, True, "poisson"),
-            ("hold", ph.hold, SMALL, False, "constant"),
+            (ph.hold_queue, ph.hold, SMALL, False, "constant"),
         ]
         for queue, rate, size, persistent, arrival in streams:
             if rate <= 0:
@@ -121,7 +130,11 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                 {"name": "mqbed-cal-small", "durable": False},
                 {"name": "mqbed-cal-large", "durable": False},
                 {"name": "mqbed-cal-persistent", "durable": True},
-                {"name": "mqbed-cal-hold", "durable": False},
+                *(
+                    {"name": f"mqbed-cal-{ph.hold_queue}", "durable": False}
+                    for ph in PHASES
+                    if ph.hold_consumers
+                ),  # fmt: skip
             ]
         },
         "producers": producers,
@@ -129,7 +142,11 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             consumer("small", 1, 0.0),
             consumer("large", 1, 0.0),
             consumer("persistent", 1, 0.0),
-            consumer("hold", 2, HOLD_SERVICE),
+            *(
+                consumer(ph.hold_queue, ph.hold_consumers, HOLD_SERVICE)
+                for ph in PHASES
+                if ph.hold_consumers
+            ),  # fmt: skip
         ],
     }
 
@@ -156,7 +173,7 @@ def tables_from_records(
     fits: list[PointFit] = []
     for (phase, queue), g in d[d.phase.notna()].groupby(["phase", "queue"]):
         stream = str(queue).removeprefix("mqbed-cal-")
-        if stream == "hold":
+        if stream.startswith("hold"):
             sample = _hold_gaps(g)
             if len(sample) < 50:
                 continue
@@ -175,7 +192,7 @@ def tables_from_records(
                     table=quantile_table(sample),
                 )
             )
-        kind = "hold" if stream == "hold" else "delivery"
+        kind = "hold" if stream.startswith("hold") else "delivery"
         fits.append(_held_out_fit(f"{kind}/{phase}/{stream}", sample))
     return paths, holds, fits
 

@@ -45,6 +45,7 @@ def test_kill_and_crash_predicted_like_measured(
         home=local_backend.home,
         out_dir=tmp_path / "runs",
         predict=True,
+        calibration="cached",  # ledgers and events are judged here, not latencies
         console=Console(stderr=True, quiet=True),
     ).run_dir
     measured = json.loads((run_dir / "measured" / "ledger.json").read_text())  # 1 replication

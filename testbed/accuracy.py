@@ -35,6 +35,7 @@ import pandas as pd
 import yaml
 from rich.console import Console
 
+from testbed.accuracy_doc import accuracy_misses, markdown, misses, totals
 from testbed.observe.environment import environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,44 +165,6 @@ def _variant(case: AccuracyCase) -> str:
     return kind if client is None else f"{kind}-{client}"
 
 
-def misses(case: dict[str, Any]) -> list[str]:
-    """Whole-run metrics of a judged case that are outside their target *and* outside the
-    measured interval (noise alone cannot make a miss), and failed case checks."""
-    out = [
-        f"{r['metric']}"
-        for r in case.get("rows", [])
-        if r.get("queue") is None
-        and r.get("within_target") is False
-        and r.get("inside_measured_ci") is not True
-    ]
-    out += [f"check: {c['check']}" for c in case.get("checks", []) if c.get("ok") is False]
-    if case.get("error"):
-        out.append("error")
-    return out
-
-
-def accuracy_misses(json_path: Path) -> list[str]:
-    """``case: metric, ...`` for every case of a written suite that missed."""
-    doc = json.loads(json_path.read_text(encoding="utf-8"))
-    return [f"{c['case']}: {', '.join(misses(c))}" for c in doc.get("cases", []) if misses(c)]
-
-
-def totals(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Across cases: whole-run metrics within target and inside the measured interval."""
-    rows = [r for c in cases for r in c.get("rows", []) if r.get("queue") is None]
-    judged = [r for r in rows if r.get("within_target") is not None]
-    with_ci = [r for r in rows if r.get("inside_measured_ci") is not None]
-    ks = [r["predicted"] for r in rows if r["metric"] == "latency_ks"]
-    return {
-        "metrics": len(judged),
-        "within_target": sum(bool(r["within_target"]) for r in judged),
-        "with_interval": len(with_ci),
-        "inside_interval": sum(bool(r["inside_measured_ci"]) for r in with_ci),
-        "worst_ks": max(ks) if ks else None,
-        "cases_missing": [c["case"] for c in cases if misses(c)],
-    }
-
-
 def _rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     keep = ("metric", "queue", "measured", "measured_ci", "predicted", "rel_error", "target",
             "target_kind", "within_target", "inside_measured_ci", "pearson_r")  # fmt: skip
@@ -314,102 +277,6 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
     return out
 
 
-def _fmt(v: Any, metric: str = "") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, bool):
-        return "✓" if v else "✗"
-    if isinstance(v, float):
-        if metric.startswith("latency") and metric.endswith("_s"):
-            return f"{v * 1e3:.3g} ms"
-        return f"{v:.4g}"
-    return str(v)
-
-
-def _target(r: dict[str, Any]) -> str:
-    t = r.get("target")
-    if t is None:
-        return "in CI"
-    kind = r.get("target_kind")
-    if kind == "pearson_r":
-        return f"r ≥ {t:g}"
-    return f"±{t:g} msg" if kind == "abs_error_msgs" else f"±{100 * t:g} %"
-
-
-def _markdown(doc: dict[str, Any]) -> str:
-    h = doc.get("host") or {}
-    host = f"{h.get('name', '?')}, {h.get('cpus', '?')} CPUs, " + (
-        f"{h['memory_bytes'] / 2**30:.0f} GiB" if h.get("memory_bytes") else "? GiB"
-    )
-    quick = " (quick: machinery check, not numbers)" if doc["quick"] else ""
-    quick += " — interrupted, cases that finished only" if doc.get("interrupted") else ""
-    lines = [
-        f"# Prediction accuracy{quick}",
-        "",
-        f"Produced by `{doc['command']}` on {doc['date']} ({host}; a case re-run alone names its "
-        f"own command); {doc['replications']} replication(s) per scenario, profiles "
-        "`deploy/calibration/*-local.yaml`. Relative error = (predicted − measured) / measured; "
-        "“in CI” = the prediction lies inside the measured 95 % interval.",
-        "",
-    ]
-    lines += _overview(doc)
-    for c in doc["cases"]:
-        lines += [f"## {c['case']} (`{c['scenario']}`)", ""]
-        if c.get("error"):
-            lines += [f"**Failed:** {c['error']}", ""]
-            continue
-        if c.get("rows"):
-            lines += ["| metric | queue | measured | 95 % CI | predicted | error | target | "
-                      "within | in CI |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-            for r in c["rows"]:
-                ci = r.get("measured_ci") or [None, None]
-                err = r.get("rel_error")
-                lines.append(
-                    f"| {r['metric']} | {r['queue'] or 'all'} | {_fmt(r['measured'], r['metric'])}"
-                    f" | {_fmt(ci[0], r['metric'])}–{_fmt(ci[1], r['metric'])}"
-                    f" | {_fmt(r['predicted'], r['metric'])}"
-                    f" | {'–' if err is None else f'{100 * err:+.1f} %'} | {_target(r)}"
-                    f" | {_fmt(r['within_target'])} | {_fmt(r['inside_measured_ci'])} |"
-                )
-            lines.append("")
-        for ch in c.get("checks", []):
-            lines.append(f"- **{ch['check']}**: {_fmt(ch['value'])} (target {ch['target']}) "
-                         f"{_fmt(ch['ok'])} {ch['note']}".rstrip())  # fmt: skip
-        own = f" `{c['command']}`, {c.get('date', '')}." if c.get("command") else ""
-        where = c.get("run_dir") or c.get("sweep_dir")
-        lines += ["", f"Wall time {c['wall_s']} s.{own}" + (f" Runs: `{where}`." if where else ""),
-                  ""]  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
-def _overview(doc: dict[str, Any]) -> list[str]:
-    """The suite in one table: per case, whole-run metrics within target and inside the
-    measured interval, the latency KS distance, and what missed."""
-    t = doc.get("totals") or totals(doc["cases"])
-    pct = lambda a, b: f"{a} of {b} ({100 * a / b:.0f} %)" if b else "–"  # noqa: E731
-    lines = [
-        "## Overview",
-        "",
-        f"Whole-run metrics within target: {pct(t['within_target'], t['metrics'])}; inside the "
-        f"measured 95 % interval: {pct(t['inside_interval'], t['with_interval'])}; worst latency "
-        f"KS distance {_fmt(t['worst_ks'])}.",
-        "",
-        "| case | within target | inside CI | latency KS | misses (outside target and CI) |",
-        "|---|---|---|---|---|",
-    ]
-    for c in doc["cases"]:
-        rows = [r for r in c.get("rows", []) if r.get("queue") is None]
-        judged = [r for r in rows if r.get("within_target") is not None]
-        ci = [r for r in rows if r.get("inside_measured_ci") is not None]
-        ks = next((r["predicted"] for r in rows if r["metric"] == "latency_ks"), None)
-        lines.append(
-            f"| {c['case']} | {sum(bool(r['within_target']) for r in judged)}/{len(judged)}"
-            f" | {sum(bool(r['inside_measured_ci']) for r in ci)}/{len(ci)} | {_fmt(ks)}"
-            f" | {', '.join(misses(c)) or '–'} |"
-        )
-    return [*lines, ""]
-
-
 def run_accuracy(
     out_md: Path,
     *,
@@ -477,4 +344,4 @@ def _write(doc: dict[str, Any], out_md: Path, only: list[str] | None, quick: boo
     doc["totals"] = totals(doc["cases"])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    out_md.write_text(_markdown(doc), encoding="utf-8")
+    out_md.write_text(markdown(doc, [c.name for c in all_cases()]), encoding="utf-8")

@@ -6,16 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.accuracy import (
-    CASES,
-    SCENARIOS,
-    _ledger_check,
-    _markdown,
-    _per_type_check,
-    all_cases,
-    misses,
-    totals,
-)
+from testbed.accuracy import CASES, SCENARIOS, _ledger_check, _per_type_check, all_cases
+from testbed.accuracy_doc import markdown, misses, totals
 
 
 def test_every_case_names_a_library_scenario() -> None:
@@ -74,12 +66,13 @@ def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
                         "ok": False, "note": ""}],
         }, {"case": "broken", "scenario": "x.yaml", "error": "RuntimeError('boom')"}],
     }  # fmt: skip
-    md = _markdown(doc)
+    md = markdown(doc, ["quickstart [rabbitmq]", "never run"])
     assert "| throughput_msg_s | all | 200 | 198–202 | 199 | -0.5 % | ±5 % | ✓ | ✓ |" in md
     assert "| latency_p95_s | all | 25 ms | 20 ms–30 ms | 20 ms | -20.0 % | ±25 % |" in md
     assert "| ±1 msg | ✓ |" in md
     assert "**fan-out latency mean**: 0.4 (target 0.15) ✗" in md
     assert "**Failed:** RuntimeError('boom')" in md and "vm, 2 CPUs, 24 GiB" in md
+    assert "## Overview" in md and "Not run for this document (2): quickstart [rabbitmq]" in md
 
 
 def test_bench_refuses_an_unknown_suite_and_one_out_for_two_reports() -> None:

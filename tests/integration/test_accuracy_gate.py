@@ -36,8 +36,9 @@ def _table(summary: dict) -> str:
 
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
 def test_quickstart_prediction_passes_the_gate(
-    kind: str, tmp_path: Path, local_backend: LocalBackend
+    kind: str, tmp_path: Path, local_backend: LocalBackend, request: pytest.FixtureRequest
 ) -> None:
+    request.getfixturevalue(kind)  # the session's broker of that kind, up in local_backend.home
     text = QUICKSTART.read_text().replace("kind: rabbitmq", f"kind: {kind}")
     text = text.replace("duration: 60s", "duration: 25s").replace("warmup: 5s", "warmup: 3s")
     f = tmp_path / f"quickstart-{kind}.yaml"

@@ -82,6 +82,7 @@ def calibrate_machine(
             scale=scale,
             progress=console_line,
             command=f"mqbed calibrate --broker {kind} --client {client}",
+            broker_pids=[endpoint.pid] if endpoint.pid else [],
         )
     profile = base.model_copy(update={"client_path": cp})
     header = _header(target, kind, client, version, cp)

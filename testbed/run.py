@@ -238,6 +238,7 @@ def _live(
                     version=endpoint.version or "unknown",
                     replicate=replicate_on(endpoint, console, home),
                     progress=lambda line: console.print(line, markup=False),
+                    broker_pids=[endpoint.pid] if endpoint.pid else [],
                 )
             for rep in range(reps):
                 if reps > 1:

@@ -145,6 +145,18 @@ def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None
         _check_collected(node.config, len(ids))
 
 
+# -- the accuracy gate runs last --------------------------------------------------------------
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``gate`` (live accuracy comparisons) go to the end of the run: xdist hands
+    out work in collection order, so they start when the rest of the suite is (nearly) done and
+    then wait for the machine to be quiet (`tests/integration/quiet.py`). Order only: nothing
+    is deselected."""
+    items.sort(key=lambda item: item.get_closest_marker("gate") is not None)
+
+
 # -- terminal summary -------------------------------------------------------------------------
 
 SUMMARY: dict[str, list[str]] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["CALIBRATION_MODES", "ProfileChoice", "choose_profile", "profile_without_broker"]
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from testbed.calibration.client_path import Replicate
@@ -51,6 +51,7 @@ def choose_profile(
     version: str,
     replicate: Replicate,
     progress: Callable[[str], None],
+    broker_pids: Sequence[int] = (),
 ) -> ProfileChoice:
     """The profile of a live run's prediction (see the module docstring)."""
     if calibration not in CALIBRATION_MODES:
@@ -61,5 +62,11 @@ def choose_profile(
     if profile is not None or calibration != "auto":
         return profile_without_broker(scenario, home, profile, calibration)
     return machine_profile(
-        home, kind=kind, client=client, version=version, replicate=replicate, progress=progress
+        home,
+        kind=kind,
+        client=client,
+        version=version,
+        replicate=replicate,
+        progress=progress,
+        broker_pids=broker_pids,
     )

@@ -27,7 +27,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -220,10 +220,16 @@ def _held_out_fit(point: str, sample: np.ndarray) -> PointFit:
 
 
 class CpuMeter:
-    """CPU seconds used on the whole machine and by this process tree, between start and stop."""
+    """CPU seconds used on the whole machine and by this process tree (and the trees of
+    ``also``: the broker, when `mqbed up` started it outside this process), since creation."""
 
-    def __init__(self) -> None:
-        self.me = psutil.Process(os.getpid())
+    def __init__(self, also: Sequence[int] = ()) -> None:
+        self.roots = [psutil.Process(os.getpid())]
+        for pid in also:
+            try:
+                self.roots.append(psutil.Process(pid))
+            except psutil.Error:
+                continue
         self.t0 = time.monotonic()
         self.machine0 = self._machine()
         self.tree0 = self._tree()
@@ -235,7 +241,13 @@ class CpuMeter:
 
     def _tree(self) -> dict[int, float]:
         out = {}
-        for p in [self.me, *self.me.children(recursive=True)]:
+        procs = []
+        for root in self.roots:
+            try:
+                procs += [root, *root.children(recursive=True)]
+            except psutil.Error:
+                continue
+        for p in procs:
             try:
                 c = p.cpu_times()
                 out[p.pid] = c.user + c.system + c.children_user + c.children_system
@@ -266,6 +278,7 @@ def measure_client_path(
     scale: float = 1.0,
     progress: Callable[[str], None] = lambda line: None,
     command: str = "",
+    broker_pids: Sequence[int] = (),
 ) -> ClientPath:
     """Run the calibration scenario (up to ``ATTEMPTS`` times, rejecting busy ones)."""
     started = time.monotonic()
@@ -276,7 +289,7 @@ def measure_client_path(
             path = Path(tmp) / "calibration.yaml"
             path.write_text(yaml.safe_dump(calibration_scenario(kind, client, scale)))
             load = [os.getloadavg()[0]]
-            meter = CpuMeter()
+            meter = CpuMeter(broker_pids)
             progress(f"calibrating the client path ({kind}/{client}), attempt {attempt}: "
                      f"~{PHASES[-1].stop * scale + 10:.0f} s")  # fmt: skip
             deliveries = replicate(path, Path(tmp) / "run")

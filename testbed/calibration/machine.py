@@ -16,7 +16,7 @@ __all__ = ["cache_path", "cached_profile", "machine_profile", "write_profile", "
 
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +145,7 @@ def machine_profile(
     version: str,
     replicate: Replicate,
     progress: Callable[[str], None] = lambda line: None,
+    broker_pids: Sequence[int] = (),
 ) -> ProfileChoice:
     """The cached profile for this host, broker version and client, measured first if none."""
     found = cached_profile(home, kind, client, version)
@@ -159,6 +160,7 @@ def machine_profile(
         host=base.host,
         progress=progress,
         command="mqbed run (quick calibration of the client path)",
+        broker_pids=broker_pids,
     )
     profile = base.model_copy(update={"client_path": cp})
     path = cache_path(home, kind, version, client)

@@ -158,6 +158,13 @@ def _scenario_text(case: AccuracyCase, quick: bool) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def _shown(path: Path) -> str:
+    """A run directory as documents show it: relative to the repository when inside it (the
+    documents never hold an absolute path of the machine), else as given."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
+
+
 def _variant(case: AccuracyCase) -> str:
     """``rabbitmq``, ``activemq`` or ``rabbitmq-kombu``: names the case's run and files."""
     kind = str(case.overrides.get("broker.kind", "rabbitmq"))
@@ -237,7 +244,7 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
         )  # fmt: skip
         out["replications"] = min(reps, case.sweep_replications)
         doc = json.loads((root / "sweep.json").read_text(encoding="utf-8"))
-        out["sweep_dir"] = str(root)
+        out["sweep_dir"] = _shown(root)
         sat = doc.get("saturation") or {}
         xs = sorted({float(p["x"]) for p in doc.get("points", []) if "x" in p}) or [0.0, 1.0]
         step = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
@@ -270,7 +277,7 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
             checks.append(_per_type_check(run_dir, "latency_p95_s"))
         if "ledger_exact" in case.checks:
             checks.append(_ledger_check(summary))
-        out.update(run_dir=str(run_dir), rows=rows, checks=checks,
+        out.update(run_dir=_shown(run_dir), rows=rows, checks=checks,
                    verdict=summary.get("verdict"))  # fmt: skip
     out["wall_s"] = round(time.monotonic() - t0, 1)
     out["date"] = datetime.now(UTC).isoformat(timespec="seconds")

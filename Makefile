@@ -37,7 +37,8 @@ lint: venv
 	$(BIN)/lint-imports
 
 test: setup lint
-	$(BIN)/pytest $(PYTEST_PARALLEL)
+	MQBED_GATE_PHASE=defer $(BIN)/pytest $(PYTEST_PARALLEL)
+	MQBED_GATE_PHASE=only $(BIN)/pytest
 
 unit: venv
 	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit

@@ -183,12 +183,17 @@ def test_make_test_is_a_full_run_with_strict_xfail() -> None:
     """The rules above bind ``make test`` only if its command line picks nothing (a path, -k or
     -m there would exempt it) and the repository's minimum is readable."""
     lines = (ROOT / "Makefile").read_text().splitlines()
-    recipe = lines[lines.index(next(x for x in lines if x.startswith("test:"))) + 1]
-    assert recipe.split() == ["$(BIN)/pytest", "$(PYTEST_PARALLEL)"], recipe
+    at = lines.index(next(x for x in lines if x.startswith("test:")))
+    recipe = [lines[at + 1].split(), lines[at + 2].split()]
+    assert recipe == [
+        ["MQBED_GATE_PHASE=defer", "$(BIN)/pytest", "$(PYTEST_PARALLEL)"],
+        ["MQBED_GATE_PHASE=only", "$(BIN)/pytest"],
+    ], recipe
     assert "PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup" in lines
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert ini["xfail_strict"] is True and ini["testpaths"] == ["tests"]
-    assert int((ROOT / "tests" / "collected-minimum.txt").read_text()) >= 600
+    total, gate = (int(x) for x in (ROOT / "tests" / "collected-minimum.txt").read_text().split())
+    assert total >= 700 and gate >= 2  # the accuracy gate: RabbitMQ and ActiveMQ
 
 
 def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
@@ -220,3 +225,27 @@ def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     workers = {(out / f"w{i}").read_text() for i in range(6)}
     assert len(workers) == 1, f"the group ran on {sorted(workers)}"
+
+
+GATED = {
+    "test_g.py": "import pytest\n\n@pytest.mark.gate\ndef test_gate():\n    pass\n\n"
+    "def test_plain():\n    pass\n\ndef test_plain2():\n    pass\n"
+}
+
+
+def test_make_test_phases_split_off_the_gate_and_each_checks_its_share(tmp_path: Path) -> None:
+    """``make test`` runs everything but the ``gate`` tests in xdist workers, then the gate
+    tests alone: each phase must collect its share of ``collected-minimum.txt`` ("all gate")."""
+    proj = make_project(tmp_path, GATED, 0, ini="markers =\n    gate: live accuracy\n")
+    (proj / "collected-minimum.txt").write_text("3 1\n")
+    defer = run_pytest(proj, MQBED_GATE_PHASE="defer")
+    assert defer.returncode == 0 and "2 passed, 1 deselected" in defer.stdout, defer.stdout
+    only = run_pytest(proj, MQBED_GATE_PHASE="only")
+    assert only.returncode == 0 and "1 passed, 2 deselected" in only.stdout, only.stdout
+    whole = run_pytest(proj, MQBED_GATE_PHASE="")
+    assert whole.returncode == 0 and "3 passed" in whole.stdout, whole.stdout
+    (proj / "collected-minimum.txt").write_text("3 2\n")  # a gate test went missing
+    lost = run_pytest(proj, MQBED_GATE_PHASE="only")
+    assert lost.returncode != 0 and "fewer than the 2" in lost.stdout + lost.stderr
+    shrunk = run_pytest(proj, MQBED_GATE_PHASE="defer")  # 2 plain tests, 3 - 2 = 1 needed: ok
+    assert shrunk.returncode == 0, shrunk.stdout

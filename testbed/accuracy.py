@@ -165,6 +165,19 @@ def _shown(path: Path) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
 
 
+def _profile_text(p: dict[str, Any]) -> str:
+    """Which profile predicted a case: its file (relative when in the repository) and where and
+    when its client path was measured."""
+    if not p:
+        return ""
+    path = p.get("path")
+    shown = _shown(Path(path)) if path else p.get("source", "?")
+    name = Path(shown).name if not str(shown).startswith(("deploy", "runs")) else shown
+    cp = p.get("client_path") or {}
+    measured = f", client path ({cp.get('client')}) measured {cp.get('date')}" if cp else ""
+    return f"`{name}` ({p.get('origin', '?')}){measured}"
+
+
 def _variant(case: AccuracyCase) -> str:
     """``rabbitmq``, ``activemq`` or ``rabbitmq-kombu``: names the case's run and files."""
     kind = str(case.overrides.get("broker.kind", "rabbitmq"))
@@ -277,6 +290,7 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
             checks.append(_per_type_check(run_dir, "latency_p95_s"))
         if "ledger_exact" in case.checks:
             checks.append(_ledger_check(summary))
+        out["profile"] = _profile_text(summary.get("profile") or {})
         out.update(run_dir=_shown(run_dir), rows=rows, checks=checks,
                    verdict=summary.get("verdict"))  # fmt: skip
     out["wall_s"] = round(time.monotonic() - t0, 1)

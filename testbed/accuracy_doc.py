@@ -73,6 +73,10 @@ def _target(r: dict[str, Any]) -> str:
     kind = r.get("target_kind")
     if kind == "pearson_r":
         return f"r ≥ {t:g}"
+    if kind == "max_distance":
+        return f"≤ {t:g}"
+    if kind == "max_w1_rel_mean":
+        return f"≤ {100 * t:g} % of mean"
     return f"±{t:g} msg" if kind == "abs_error_msgs" else f"±{100 * t:g} %"
 
 
@@ -87,14 +91,19 @@ def markdown(doc: dict[str, Any], expected: Sequence[str] = ()) -> str:
         f"# Prediction accuracy{quick}",
         "",
         f"Produced by `{doc['command']}` on {doc['date']} ({host}; a case re-run alone names its "
-        f"own command); {doc['replications']} replication(s) per scenario, profiles "
-        "`deploy/calibration/*-local.yaml`. Relative error = (predicted − measured) / measured; "
+        f"own command); {doc['replications']} replication(s) per scenario, each predicted with "
+        "the profile its section names. Relative error = (predicted − measured) / measured; "
         "“in CI” = the prediction lies inside the measured 95 % interval.",
         "",
     ]
     lines += _overview(doc, expected)
     for c in doc["cases"]:
         lines += [f"## {c['case']} (`{c['scenario']}`)", ""]
+        if c.get("profile"):
+            lines += [f"Profile: {c['profile']}.", ""]
+        if c.get("rejudged"):
+            lines += ["Judged again (`--reuse`): the live runs and predictions in its run "
+                      "directory were kept, the analysis rebuilt.", ""]  # fmt: skip
         if c.get("error"):
             lines += [f"**Failed:** {c['error']}", ""]
             continue

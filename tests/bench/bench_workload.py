@@ -94,7 +94,7 @@ def rate_fidelity(home: Path, out: Path, seconds: int) -> dict[str, Any]:
             for q, p in (("p50", 50), ("p99", 99), ("p999", 99.9))
         }
         | {"max": float(delay_ms.max())},
-        "run_dir": str(run_dir),
+        "run_dir": run_dir.name,  # a temporary directory, gone after the benchmark
     }
 
 

@@ -82,6 +82,7 @@ class Model:
         self.loads = offered_load(s)
         self.traffic = queue_traffic(s)
         self.total_rate = total_rate(self.loads)
+        self.hold_table = self.costs.hold_table(self.total_rate)  # once: scaling adds consumers
         self.queues: dict[str, Queue] = {}
         self._build_queues()
         self.producers: list[Producer] = []
@@ -275,7 +276,7 @@ class Model:
     def _hold(self, base: str, batch: int) -> Any:
         """The consumer's client time after its service: the measured hold table when the
         profile has a client path, else the bare read (deliver → ack) time."""
-        table = self.costs.hold_table(self.total_rate)
+        table = self.hold_table
         if table is not None:
             return table_sampler(table, self._stream(base + ":hold"), batch)
         return self.costs.read.sampler(self._stream(base + ":read"), batch)

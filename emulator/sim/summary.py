@@ -14,8 +14,10 @@ Per replication, for all traffic (``queue``/``flow`` null), per queue and per me
 - ``publish_rate_msg_s``: messages published in the window, per second (overall, per flow);
 - ``publish_delay_mean_s``: ``t_publish - t_intended`` of messages published in the window;
 - ``confirm_mean_s``: ``t_confirm - t_publish`` of the confirmed ones among them;
-- ``queue_depth_mean``: time-average of ``depth_ready + depth_unacked`` over the window's
-  timeseries rows (per queue; overall = the sum over queues);
+- ``queue_depth_mean``: the exact time-average over the window of the copies in each queue,
+  published and not yet settled, from the records (overall = the sum over queues): the
+  definition of ``testbed.analysis.metrics`` (its module docstring says why not the sampled
+  ``depth_ready + depth_unacked``);
 - ``losses``/``duplicates``: the ledger's ``lost``/``duplicated`` (overall).
 The across-replication figure is the mean with a Student-t 95 % interval (``null`` for one
 replication); ``values`` lists the per-replication figures.
@@ -154,16 +156,44 @@ def replication_metrics(
         if len(confirm):
             out[("confirm_mean_s", None, fname)] = float(confirm.mean())
 
-    ts = tables["timeseries"].select(["t", "queue", "depth_ready", "depth_unacked"]).to_pandas()
-    ts = ts[(ts["t"] > start) & (ts["t"] <= end)]
-    if len(ts):
-        depth = ts["depth_ready"] + ts["depth_unacked"]
-        out[("queue_depth_mean", None, None)] = float(depth.groupby(ts["t"]).sum().mean())
-        for q, frame in ts.assign(depth=depth).groupby("queue", sort=True):
-            out[("queue_depth_mean", str(q), None)] = float(frame["depth"].mean())
+    out.update(_depth(tables, start, end))
     if ledger is not None:
         out[("losses", None, None)] = float(ledger.lost)
         out[("duplicates", None, None)] = float(ledger.duplicated)
+    return out
+
+
+SETTLED = ("acked", "dropped", "dead_lettered")
+
+
+def _depth(tables: dict[str, pa.Table], start: float, end: float) -> dict[Key, float]:
+    """``queue_depth_mean`` per queue and overall (see the module docstring)."""
+    if end <= start:
+        return {}
+    d = tables["deliveries"].select(["msg_id", "queue", "t_deliver", "t_done", "outcome",
+                                     "latency_s"]).to_pandas()  # fmt: skip
+    settled = d["outcome"].isin(SETTLED)
+    d["t_in"] = d["t_deliver"] - d["latency_s"]
+    d["t_out"] = d["t_done"].fillna(d["t_deliver"]).where(settled)
+    copies = d.groupby(["queue", "msg_id"], sort=False).agg(t_in=("t_in", "min"),
+                                                           t_out=("t_out", "max"))  # fmt: skip
+    copies = copies.reset_index().dropna(subset=["t_in"])
+    m = tables["messages"].select(["msg_id", "queue", "t_publish"]).to_pandas()
+    never = m[m["t_publish"].notna() & ~m["msg_id"].isin(d["msg_id"])]
+    rows = pd.concat(
+        [
+            copies[["queue", "t_in", "t_out"]],
+            pd.DataFrame({"queue": never["queue"], "t_in": never["t_publish"], "t_out": np.nan}),
+        ]
+    )
+    if rows.empty:
+        return {}
+    leave = np.minimum(rows["t_out"].fillna(end).to_numpy(dtype=float), end)
+    area = np.clip(leave - np.maximum(rows["t_in"].to_numpy(dtype=float), start), 0.0, None)
+    per_queue = pd.Series(area).groupby(rows["queue"].to_numpy()).sum() / (end - start)
+    out: dict[Key, float] = {("queue_depth_mean", None, None): float(per_queue.sum())}
+    for q, value in per_queue.sort_index().items():
+        out[("queue_depth_mean", str(q), None)] = float(value)
     return out
 
 

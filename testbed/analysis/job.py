@@ -164,7 +164,9 @@ def _side_frames(
         windows = window_metrics(
             f.messages, f.deliveries, f.timeseries, load, window_s, single_queue=single
         ).localCheckpoint(eager=True)
-        metrics = replication_metrics(windows, f.timeseries, acked, load, single_queue=single)
+        metrics = replication_metrics(
+            windows, (f.deliveries, f.messages), acked, load, single_queue=single
+        )
         parts["windows"].append(windows)
         parts["histogram"].append(latency_histogram(acked, window_s))
         parts["metrics"].append(metrics)

@@ -80,7 +80,7 @@ def test_replication_metrics_use_the_load_window_only(spark: SparkSession) -> No
         (r.queue, r.metric): r.value
         for r in replication_metrics(
             window_metrics(messages, deliveries, timeseries, bounds, 1.0),
-            timeseries,
+            (deliveries, messages),
             acked,
             bounds,
         ).collect()
@@ -112,10 +112,71 @@ def test_replication_metrics_use_the_load_window_only(spark: SparkSession) -> No
         )
     published = sum(1 for r in ROWS if LOAD <= r[3] < DRAIN)
     assert got[("*", "publish_rate_msg_s")] == pytest.approx(published / span)
-    # depth samples with t in (1, 3]: a at 2 and 3 -> (1+3)/2; b -> (2+0)/2; all: sums per t
-    assert got[("a", "queue_depth_mean")] == pytest.approx(2.0)
-    assert got[("b", "queue_depth_mean")] == pytest.approx(1.0)
-    assert got[("*", "queue_depth_mean")] == pytest.approx(((1 + 2) + (3 + 0)) / 2)
+
+    # depth: each copy is in its queue from publish to done (all settled), clipped to [1, 3)
+    def area(queue: str | None) -> float:
+        return sum(
+            max(0.0, min(done, DRAIN) - max(p, LOAD))
+            for _, q, _, p, _, done, _ in ROWS
+            if queue in (None, q)
+        )
+
+    for queue, key in ((None, "*"), ("a", "a"), ("b", "b")):
+        assert got[(key, "queue_depth_mean")] == pytest.approx(area(queue) / span)
+    assert got[("a", "queue_depth_mean")] == pytest.approx((0.10 + 0.40 + 0.10 + 0.05) / span)
+
+
+def test_depth_counts_redelivered_copies_until_settled_and_undelivered_ones_to_the_end(
+    spark: SparkSession,
+) -> None:
+    # y1: timed out at 1.5, redelivered, acked at 2.0 -> in the queue 1.2..2.0
+    # y2: crashed consumer, never settled -> 1.4..3.0 (the window's end)
+    # y3: published at 2.5, never delivered -> 2.5..3.0; y4: acked before the window
+    messages = frame(
+        spark,
+        "messages",
+        [
+            {"msg_id": m, "queue": "q", "flow": "A", "t_publish": p}
+            for m, p in (("y1", 1.2), ("y2", 1.4), ("y3", 2.5), ("y4", 0.2))
+        ],
+    )
+    rows = [
+        ("y1", 1, 1.3, 1.5, "timed_out", 1.2),
+        ("y1", 2, 1.9, 2.0, "acked", 1.2),
+        ("y2", 1, 1.5, None, "crashed", 1.4),
+        ("y4", 1, 0.3, 0.4, "acked", 0.2),
+    ]
+    deliveries = frame(
+        spark,
+        "deliveries",
+        [
+            {
+                "msg_id": m,
+                "queue": "q",
+                "attempt": a,
+                "t_deliver": d,
+                "t_done": done,
+                "outcome": o,
+                "latency_s": d - p,
+            }  # fmt: skip
+            for m, a, d, done, o, p in rows
+        ],
+    )
+    timeseries = frame(spark, "timeseries", [{"t": 2.0, "queue": "q", "depth_ready": 40}])
+    bounds = LoadWindows.collect(phase_bounds(frame(spark, "events", phase_events(LOAD, DRAIN)),
+                                              messages, 0.0, 99.0))  # fmt: skip
+    got = {
+        (r.queue, r.metric): r.value
+        for r in replication_metrics(
+            window_metrics(messages, deliveries, timeseries, bounds, 1.0),
+            (deliveries, messages),
+            acked_in_load(deliveries, bounds),
+            bounds,
+        ).collect()
+    }
+    expected = ((2.0 - 1.2) + (3.0 - 1.4) + (3.0 - 2.5)) / (DRAIN - LOAD)
+    assert got[("q", "queue_depth_mean")] == pytest.approx(expected)
+    assert got[("*", "queue_depth_mean")] == pytest.approx(expected)  # not the sampled 40
 
 
 def test_histogram_buckets_and_ks_match_an_exact_computation(spark: SparkSession) -> None:
@@ -197,7 +258,7 @@ def test_per_type_from_queues_matches_the_join_when_types_and_queues_correspond(
     acked = acked_in_load(deliveries, bounds)
     joined = {r.flow: r.asDict() for r in per_type_latency(acked, one_type).collect()}
     windows = window_metrics(one_type, deliveries, timeseries, bounds, 1.0)
-    metrics = replication_metrics(windows, timeseries, acked, bounds)
+    metrics = replication_metrics(windows, (deliveries, messages), acked, bounds)
     derived = {
         r.flow: r.asDict() for r in per_type_from_queues(metrics, queue_flows(one_type)).collect()
     }

@@ -19,12 +19,14 @@ __all__ = [
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
-from testbed.cli.exit_codes import epilog
+from testbed.cli.exit_codes import code_for, epilog
+from testbed.exceptions import MqbedError
 
 
 def version() -> str:
@@ -40,8 +42,25 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+out = Console()
+err = Console(stderr=True)
+
+
+class _Group(TyperGroup):
+    """Turns an mqbed error into its message on stderr and its documented exit code, for
+    `main` and for anything invoking `app` directly (a test runner) alike."""
+
+    def invoke(self, ctx: Any) -> Any:  # (typer vendors its own click)
+        try:
+            return super().invoke(ctx)
+        except MqbedError as e:
+            say(err, f"mqbed: {e}")
+            raise typer.Exit(code_for(e)) from e
+
+
 app = typer.Typer(
     name="mqbed",
+    cls=_Group,
     help="Live emulation testbed for message brokers: live runs, paired predictions, reports.",
     epilog=epilog(),
     no_args_is_help=True,
@@ -64,9 +83,6 @@ def _root(
 ) -> None:
     """Live emulation testbed for message brokers: live runs, paired predictions, reports."""
 
-
-out = Console()
-err = Console(stderr=True)
 
 HomeOpt = Annotated[
     Path | None,

@@ -19,6 +19,27 @@ QUICK_SCALE = 0.5
 """`calibrate --quick` stretches the client-path phases by this (~18 s of load instead of ~35)."""
 
 
+CalQuickOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quick",
+        help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
+        f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~18 s of load). "
+        "The profile is too rough for predictions: give --out.",
+    ),
+]
+
+
+ClientPathOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--client-path-only",
+        help="Measure only the client path (~1 min) on top of the profile at --out "
+        "(or the shipped one).",
+    ),
+]
+
+
 @app.command()
 def calibrate(
     broker: Annotated[Literal["rabbitmq", "activemq"], typer.Option(help="Broker kind.")],
@@ -42,23 +63,8 @@ def calibrate(
         float, typer.Option(min=1, metavar="SECONDS", help="Seconds per point after warm-up.")
     ] = 60,
     repeats: Annotated[int, typer.Option(min=1, metavar="N", help="Repetitions per point.")] = 3,
-    quick: Annotated[
-        bool,
-        typer.Option(
-            "--quick",
-            help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
-            f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~18 s of load). "
-            "The profile is too rough for predictions: give --out.",
-        ),
-    ] = False,
-    client_path_only: Annotated[
-        bool,
-        typer.Option(
-            "--client-path-only",
-            help="Measure only the client path (~1 min) on top of the profile at --out "
-            "(or the shipped one).",
-        ),
-    ] = False,
+    quick: CalQuickOpt = False,
+    client_path_only: ClientPathOnlyOpt = False,
     scale: Annotated[
         float,
         typer.Option(
@@ -128,6 +134,36 @@ def _accuracy(
         )
 
 
+ReuseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--reuse",
+        help="accuracy: judge the runs already in --runs again (analysis rebuilt, no live runs)",
+    ),
+]
+
+
+ReportOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--report-only",
+        help="accuracy: exit 0 even when a case misses (a metric outside its target and "
+        "its measured interval); without it such a miss exits 5. --quick never fails on "
+        "numbers.",
+    ),
+]
+
+
+RunsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--runs",
+        metavar="DIR",
+        help="accuracy: where run directories go (runs/accuracy-<utc>).",
+    ),
+]
+
+
 @app.command()
 def bench(
     suite: Annotated[
@@ -163,31 +199,9 @@ def bench(
             min=1, metavar="N", help="accuracy: replications per scenario (default 3; --quick 1)."
         ),
     ] = None,
-    runs: Annotated[
-        Path | None,
-        typer.Option(
-            "--runs",
-            metavar="DIR",
-            help="accuracy: where run directories go (runs/accuracy-<utc>).",
-        ),
-    ] = None,
-    reuse: Annotated[
-        bool,
-        typer.Option(
-            "--reuse",
-            help="accuracy: judge the runs already in --runs again (analysis rebuilt, no live "
-            "runs)",
-        ),
-    ] = False,
-    report_only: Annotated[
-        bool,
-        typer.Option(
-            "--report-only",
-            help="accuracy: exit 0 even when a case misses (a metric outside its target and "
-            "its measured interval); without it such a miss exits 5. --quick never fails on "
-            "numbers.",
-        ),
-    ] = False,
+    runs: RunsOpt = None,
+    reuse: ReuseOpt = False,
+    report_only: ReportOnlyOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

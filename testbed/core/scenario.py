@@ -353,12 +353,21 @@ class AccuracyTargets(Strict):
     measured mean latency (W1 is the mean absolute shift between the two quantile functions)."""
 
 
+def _queue_threshold(value: Any) -> Any:
+    """Unquoted ``- work: p99 < 100ms`` is a one-key mapping in YAML: the per-queue form."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((queue, text),) = value.items()
+        if isinstance(queue, str) and isinstance(text, str):
+            return f"{queue}: {text}"
+    return value
+
+
 def _threshold(text: str) -> str:
     parse_threshold(text)  # a ValueError names the text and what is wrong with it
     return text
 
 
-ThresholdText = Annotated[str, AfterValidator(_threshold)]
+ThresholdText = Annotated[str, BeforeValidator(_queue_threshold), AfterValidator(_threshold)]
 """A threshold string, k6-style: ``p95 < 50ms`` (see :mod:`testbed.core.thresholds`)."""
 
 

@@ -116,13 +116,11 @@ def parse_cli_thresholds(texts: list[str] | None) -> list[Threshold]:
 
 
 def threshold_table(results: list[ThresholdResult]) -> Table:
-    """The thresholds judged on the measured run: one row each, ✓ met or ✗ missed."""
+    """The thresholds judged on the measured run: a heading, then one row each, ✓ met or ✗
+    missed."""
     met = sum(r.ok for r in results)
-    table = Table(
-        title=f"Thresholds (SLOs, measured run): {met} of {len(results)} met",
-        title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-    )  # fmt: skip
-    for name in ("threshold", "measured", ""):
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in (f"Thresholds (SLOs, measured run): {met} of {len(results)} met", "measured", ""):
         table.add_column(name, no_wrap=True)
     for r in results:
         mark = "[green]✓[/]" if r.ok else "[red]✗[/]"

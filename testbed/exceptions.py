@@ -11,6 +11,7 @@ __all__ = [
     "BrokerError",
     "ConfigurationError",
     "AccuracyMiss",
+    "ThresholdMiss",
     "FaultError",
 ]
 
@@ -18,9 +19,10 @@ from dataclasses import dataclass
 
 
 class MqbedError(Exception):
-    """Base of every error mqbed raises on purpose. `exit_code` is what the CLI returns."""
+    """Base of every error mqbed raises on purpose. `exit_code` is what the CLI returns; the
+    codes are listed and documented in `testbed.cli.exit_codes` (4: a run failure)."""
 
-    exit_code = 1
+    exit_code = 4
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class ScenarioIssue:
 class ScenarioError(MqbedError):
     """A scenario file is invalid. Carries every error found, not just the first."""
 
-    exit_code = 2
+    exit_code = 3
 
     def __init__(self, issues: list[ScenarioIssue]):
         self.issues = issues
@@ -53,7 +55,7 @@ class ScenarioError(MqbedError):
 class ConfigurationError(MqbedError):
     """Bad configuration outside a scenario file (CLI options, profiles, state files)."""
 
-    exit_code = 2
+    exit_code = 3
 
 
 class BackendError(MqbedError):
@@ -71,6 +73,14 @@ class BrokerError(MqbedError):
 class AccuracyMiss(MqbedError):
     """A prediction missed: a whole-run metric outside its target and its measured interval
     (``mqbed bench --suite accuracy`` without ``--report-only``)."""
+
+    exit_code = 5
+
+
+class ThresholdMiss(MqbedError):
+    """The measured run missed one of its thresholds (SLOs: ``thresholds:``, ``--threshold``)."""
+
+    exit_code = 6
 
 
 class FaultError(MqbedError):

@@ -41,6 +41,7 @@ from testbed.backends.run_homes import RunHome, run_home
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
+from testbed.core.overrides import RunOverrides
 from testbed.core.records import Ledger
 from testbed.core.redact import redact_text, url_passwords
 from testbed.core.scenario import Scenario
@@ -139,6 +140,7 @@ def run_scenario(
     external_workers: int = 0,
     profile: Path | None = None,
     calibration: str = "auto",
+    overrides: RunOverrides | None = None,
 ) -> RunResult:
     """`external_workers` > 0: Locust's workers are started elsewhere by
     :mod:`testbed.workload.worker_service` and find the run in ``<out_dir>/.locust/
@@ -147,10 +149,13 @@ def run_scenario(
     The prediction uses ``profile`` when given; otherwise (``calibration``) ``"auto"``: this
     machine's cached profile, measured first by a quick calibration of the client path on the
     run's broker when there is none (:mod:`testbed.calibration.machine`); ``"cached"``: the
-    cached profile if any, else the shipped one; ``"shipped"``: the shipped profile."""
+    cached profile if any, else the shipped one; ``"shipped"``: the shipped profile.
+
+    ``overrides`` (``mqbed run --rate/--duration/--set ...``) change the scenario before it is
+    validated; the run directory's ``scenario.yaml`` is the scenario with them."""
     console = console or Console(stderr=True)
-    scenario = load_scenario(path)
-    for issue in validate_file(path)[1]:
+    scenario = load_scenario(path, overrides)
+    for issue in validate_file(path, overrides)[1]:
         console.print(str(issue), markup=False)
     if backend is not None:
         scenario.broker.backend = backend  # type: ignore[assignment]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 __all__ = ["Axis", "GridPoint", "parse_set", "parse_path", "set_path", "expand_grid", "sweep"]
 
-import copy
 import itertools
 import json
 import math
@@ -39,10 +38,10 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from testbed.core.overrides import parse_path, set_path
 from testbed.exceptions import ConfigurationError, ScenarioError, ScenarioIssue
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
-_TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
 MAX_POINTS = 1000
 
 
@@ -116,71 +115,6 @@ def parse_set(text: str) -> Axis:
     return Axis(path, values)
 
 
-def parse_path(path: str) -> list[str | int]:
-    """``producers[0].arrival.rate`` → ``["producers", 0, "arrival", "rate"]``; a bracket
-    that is not a number stays a string (a list item chosen by ``name``)."""
-    tokens: list[str | int] = []
-    pos = 0
-    for m in _TOKEN.finditer(path):
-        between = path[pos : m.start()]
-        if between not in ("", "."):
-            raise ConfigurationError(f"--set path {path!r}: cannot read {between!r}")
-        key, index = m.group(1), m.group(2)
-        if key is not None:
-            tokens.append(key)
-        else:
-            index = index.strip()
-            if not index:
-                raise ConfigurationError(f"--set path {path!r}: empty []")
-            tokens.append(int(index) if re.fullmatch(r"-?\d+", index) else f"[{index}]")
-        pos = m.end()
-    if pos != len(path) or not tokens or not isinstance(tokens[0], str):
-        raise ConfigurationError(f"--set path {path!r} is not a dotted path like a.b[0].c")
-    return tokens
-
-
-def _child(node: Any, token: str | int, path: str) -> Any:
-    if isinstance(token, int):
-        if not isinstance(node, list) or not -len(node) <= token < len(node):
-            size = len(node) if isinstance(node, list) else "not a list"
-            raise ConfigurationError(f"--set {path}: index [{token}] out of range ({size})")
-        return node[token]
-    if token.startswith("["):
-        name = token[1:-1]
-        found = (
-            [x for x in node if isinstance(x, dict) and x.get("name") == name]
-            if isinstance(node, list)
-            else []
-        )
-        if not found:
-            raise ConfigurationError(f"--set {path}: no list item named {name!r}")
-        return found[0]
-    if not isinstance(node, dict):
-        raise ConfigurationError(f"--set {path}: {token!r} is below a non-mapping value")
-    return node.setdefault(token, {})
-
-
-def set_path(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    """A deep copy of `data` with `value` at `path` (missing mapping keys are created)."""
-    out = copy.deepcopy(data)
-    tokens = parse_path(path)
-    node: Any = out
-    for token in tokens[:-1]:
-        node = _child(node, token, path)
-    last = tokens[-1]
-    if isinstance(last, int):
-        _child(node, last, path)  # range check
-        node[last] = value
-    elif last.startswith("["):
-        target = _child(node, last, path)
-        node[next(i for i, item in enumerate(node) if item is target)] = value
-    elif isinstance(node, dict):
-        node[last] = value
-    else:
-        raise ConfigurationError(f"--set {path}: {last!r} is below a non-mapping value")
-    return out
-
-
 def expand_grid(data: dict[str, Any], axes: list[Axis]) -> list[GridPoint]:
     """Every combination of the axes' values (the first axis varies slowest)."""
     if not axes:
@@ -248,9 +182,11 @@ def sweep(
     sla_p95: float = 0.1,
     min_gain: float = 0.5,
     console: Console | None = None,
+    profile: Path | None = None,
 ) -> Path:
     """Run the grid live (+ predicted), analyse, write ``sweep.json``/``sweep.html``; returns
-    the sweep directory. `sla_p95` is the p95 latency target in seconds."""
+    the sweep directory. `sla_p95` is the p95 latency target in seconds; `profile` the
+    calibration profile of every point's prediction (as ``mqbed run --profile``)."""
     from testbed.report.build import build_report
     from testbed.report.sweep_page import sweep_document, write_sweep_page
     from testbed.run import run_scenario
@@ -280,6 +216,7 @@ def sweep(
             replications=replications,
             predict=predict,
             console=console,
+            profile=profile,
         )
         run_dirs.append(result.run_dir)
     build_report(run_dirs, spark_master=spark_master, console=console)

@@ -40,6 +40,7 @@ __all__ = [
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     field_validator,
@@ -49,6 +50,7 @@ from pydantic import (
 from testbed.core.distributions import Deterministic, Distribution
 from testbed.core.scenario_faults import Autoscaling, Fault
 from testbed.core.strict import Strict
+from testbed.core.thresholds import parse_threshold
 from testbed.core.units import Duration, Rate, Size, parse_duration, parse_rate, parse_size
 
 # --- quantities inside distributions --------------------------------------------------------
@@ -351,6 +353,24 @@ class AccuracyTargets(Strict):
     measured mean latency (W1 is the mean absolute shift between the two quantile functions)."""
 
 
+def _queue_threshold(value: Any) -> Any:
+    """Unquoted ``- work: p99 < 100ms`` is a one-key mapping in YAML: the per-queue form."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((queue, text),) = value.items()
+        if isinstance(queue, str) and isinstance(text, str):
+            return f"{queue}: {text}"
+    return value
+
+
+def _threshold(text: str) -> str:
+    parse_threshold(text)  # a ValueError names the text and what is wrong with it
+    return text
+
+
+ThresholdText = Annotated[str, BeforeValidator(_queue_threshold), AfterValidator(_threshold)]
+"""A threshold string, k6-style: ``p95 < 50ms`` (see :mod:`testbed.core.thresholds`)."""
+
+
 class RecordingSpec(Strict):
     batch_rows: int = Field(5_000, ge=1, le=1_000_000)
     """Rows a worker buffers before flushing to Parquet: a crash loses at most one batch."""
@@ -379,6 +399,11 @@ class Scenario(Strict):
     autoscaling: list[Autoscaling] = Field(default_factory=list)
     accuracy: AccuracyTargets = Field(default_factory=AccuracyTargets)
     recording: RecordingSpec = Field(default_factory=RecordingSpec)
+    thresholds: list[ThresholdText] = Field(default_factory=list, max_length=100)
+    """SLOs judged on the measured run, k6-style: ``p95 < 50ms``, ``lost == 0``,
+    ``throughput >= 180/s``, ``work: p99 < 100ms`` (one queue). ``mqbed run`` exits 6 when one
+    misses. Unlike ``accuracy`` they judge the system, not the prediction; metrics and units:
+    README "Thresholds"."""
 
     # -- lookups used by the checks, the workload and the simulator --
 

@@ -120,7 +120,22 @@ def check_scenario(
     _check_faults(c, s)
     check_autoscaling(c, s)
     _check_stability(c, s)
+    _check_thresholds(c, s)
     return c.issues
+
+
+def _check_thresholds(c: _Collector, s: Scenario) -> None:
+    """A per-queue threshold names a queue of the run."""
+    from testbed.core.thresholds import parse_threshold
+
+    names = s.queue_names()
+    for i, text in enumerate(s.thresholds):
+        queue = parse_threshold(text).queue
+        if queue is not None and queue not in names:
+            c.error(
+                ("thresholds", i),
+                f"{text!r}: no queue {queue!r}{did_you_mean(queue, names)}",
+            )
 
 
 def _check_run_and_broker(c: _Collector, s: Scenario) -> None:

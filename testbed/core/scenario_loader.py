@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from testbed.core.overrides import RunOverrides
 from testbed.core.safe_read import InputRefused, read_text_file
 from testbed.core.suggest import did_you_mean
 from testbed.core.yamlmap import LineMap, YamlProblem, format_path, load_with_lines
@@ -164,9 +165,15 @@ def _issues_from_validation(
 
 
 def parse_scenario(
-    text: str, file: str = "<scenario>", base_dir: Path | None = None
+    text: str,
+    file: str = "<scenario>",
+    base_dir: Path | None = None,
+    overrides: RunOverrides | None = None,
 ) -> tuple[Any, list[ScenarioIssue]]:
-    """Parse and validate scenario text. Returns (Scenario or None, issues incl. warnings)."""
+    """Parse and validate scenario text. Returns (Scenario or None, issues incl. warnings).
+
+    `overrides` change the data before validation; issues then name the file as
+    ``FILE [--rate 50/s]`` and keep the file's line numbers."""
     from testbed.core.scenario import Scenario
     from testbed.core.scenario_checks import check_scenario
 
@@ -179,6 +186,9 @@ def parse_scenario(
         return None, [
             ScenarioIssue(file, 1, "", f"a scenario must be a mapping of fields, got {kind}")
         ]
+    if overrides:
+        data = overrides.apply(data)
+        file = f"{file} [{overrides.label()}]"
     if "name" not in data:
         data = {"name": Path(file).stem if file != "<scenario>" else "scenario", **data}
     try:
@@ -193,7 +203,9 @@ def parse_scenario(
     return scenario, issues
 
 
-def validate_file(path: str | Path) -> tuple[Any, list[ScenarioIssue]]:
+def validate_file(
+    path: str | Path, overrides: RunOverrides | None = None
+) -> tuple[Any, list[ScenarioIssue]]:
     """Validate one file; never raises for content problems (they come back as issues).
 
     Only a regular UTF-8 file of at most 1 MiB is read (a FIFO or device is refused unopened)."""
@@ -202,12 +214,12 @@ def validate_file(path: str | Path) -> tuple[Any, list[ScenarioIssue]]:
         text = read_text_file(p)
     except InputRefused as e:
         return None, [ScenarioIssue(str(path), e.line, "", str(e))]
-    return parse_scenario(text, str(path), p.parent)
+    return parse_scenario(text, str(path), p.parent, overrides)
 
 
-def load_scenario(path: str | Path) -> Any:
+def load_scenario(path: str | Path, overrides: RunOverrides | None = None) -> Any:
     """Load a valid scenario or raise :class:`ScenarioError` listing every error."""
-    scenario, issues = validate_file(path)
+    scenario, issues = validate_file(path, overrides)
     errors = [i for i in issues if i.severity == "error"]
     if scenario is None or errors:
         raise ScenarioError(errors or issues)

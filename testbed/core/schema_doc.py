@@ -280,7 +280,11 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.core.schema_doc", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m testbed.core.schema_doc",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the usage lines as written
+    )
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help=f"rewrite {DOC_PATH.name}")
     group.add_argument("--check", action="store_true", help="exit 1 when the file is stale")

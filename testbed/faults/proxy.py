@@ -234,9 +234,18 @@ class FaultProxy:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m testbed.faults.proxy``: the proxy and its HTTP API as a process of its own."""
-    parser = argparse.ArgumentParser(description="mqbed fault proxy (Toxiproxy-style HTTP API)")
-    parser.add_argument("--api-port", type=int, default=8474, help="HTTP API port (0 = free)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(
+        prog="python -m testbed.faults.proxy",
+        description="mqbed fault proxy: an asyncio TCP proxy with Toxiproxy's toxics and HTTP "
+        "API (same paths and JSON), on 127.0.0.1 only. Add links and toxics through the API; "
+        "toxics and fields: testbed/faults/toxics.py.",
+    )
+    parser.add_argument(
+        "--api-port", type=int, default=8474, help="HTTP API port on 127.0.0.1 (0 = a free one)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random toxics (loss, jitter, slicer)"
+    )
     args = parser.parse_args(argv)
     proxy = FaultProxy(seed=args.seed, api_port=args.api_port).start()
     print(f"mqbed fault proxy API on {proxy.api_url} (listening on {LOOPBACK} only)", flush=True)

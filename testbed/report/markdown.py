@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.report.qos_table import qos_markdown
-from testbed.report.verdict import fmt_value, status_text, verdict_rows
+from testbed.report.verdict import PEARSON_NOTE, fmt_value, status_text, verdict_rows
 
 HEADLINE = ["throughput_msg_s", "latency_p50_s", "latency_p95_s", "queue_depth_mean", "losses"]
 
@@ -60,7 +60,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if w.get("mape") is not None or w.get("pearson_r") is not None:
         mape = "–" if w.get("mape") is None else f"{w['mape']:.1%}"
         r_ = "–" if w.get("pearson_r") is None else f"{w['pearson_r']:.3f}"
-        lines += ["", f"Windows: throughput MAPE {mape}, queue-depth Pearson r {r_}."]
+        lines += [
+            "",
+            f"Windows: throughput MAPE {mape}, queue-depth Pearson r {r_} ({PEARSON_NOTE}).",
+        ]
     return "\n".join(lines) + "\n" + qos_markdown(summary)
 
 

@@ -8,7 +8,14 @@ judge against).
 
 from __future__ import annotations
 
-__all__ = ["VerdictRow", "verdict_rows", "status_text", "print_verdict", "fmt_value"]
+__all__ = [
+    "PEARSON_NOTE",
+    "VerdictRow",
+    "verdict_rows",
+    "status_text",
+    "print_verdict",
+    "fmt_value",
+]
 
 from dataclasses import dataclass
 from typing import Any
@@ -142,12 +149,27 @@ def verdict_rows(summary: dict[str, Any], *, overall_only: bool = False) -> list
 
 
 def status_text(summary: dict[str, Any]) -> str:
-    """One line: the verdict and how many whole-run metrics are within their targets."""
+    """One line: how many whole-run metrics the prediction got within their accuracy targets.
+
+    It judges the model against this run, not the system against an SLO: that is what
+    thresholds do (``thresholds:``, ``mqbed run --threshold``)."""
     v = summary.get("verdict") or {}
     status = v.get("status", "no prediction")
     if status == "no prediction":
         return "no prediction: measured figures only"
-    return f"{status.upper()}: {v.get('within', 0)} of {v.get('judged', 0)} metrics within target"
+    verdict = "model matches the run" if status == "pass" else "model misses the run"
+    return (
+        f"Prediction accuracy: {v.get('within', 0)} of {v.get('judged', 0)} metrics within "
+        f"target ({verdict}; not an SLO verdict)"
+    )
+
+
+PEARSON_NOTE = (
+    "window r: Pearson correlation of measured and predicted queue depth across the run's "
+    "windows (1 = the prediction rises and falls with the run, 0 = unrelated); judged in "
+    "overload scenarios, where the depth follows a trend"
+)
+"""What the window Pearson r is, printed wherever it is shown."""
 
 
 def print_verdict(summary: dict[str, Any], console: Console | None = None) -> None:
@@ -186,6 +208,8 @@ def print_verdict(summary: dict[str, Any], console: Console | None = None) -> No
             r.rule,
             f"[{style}]{r.mark}[/]",
         )
+    if any(e.get("target_kind") == "pearson_r" for e in _overall(summary)):
+        table.caption, table.caption_justify = PEARSON_NOTE, "left"
     console.print(table)
 
 

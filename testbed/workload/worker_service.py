@@ -103,10 +103,20 @@ def serve_run(doc: dict[str, Any], index: int, host: str = "127.0.0.1") -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbed.workload.worker_service",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
-    ap.add_argument("--rendezvous", type=Path, required=True)
-    ap.add_argument("--master-host", default="127.0.0.1")
+    ap.add_argument(
+        "--rendezvous",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the file `mqbed run --external-workers N` publishes the run in "
+        "(RUNS/.locust/current.json, on a volume shared with the run)",
+    )
+    ap.add_argument(
+        "--master-host", default="127.0.0.1", help="host of the Locust master (default 127.0.0.1)"
+    )
     ap.add_argument("--once", action="store_true", help="serve one run, then exit")
-    ap.add_argument("--max-idle", type=float, default=None, help="seconds to wait for a run")
+    ap.add_argument("--max-idle", type=float, default=None, metavar="SECONDS",
+                    help="exit after this long without a run (default: wait forever)")  # fmt: skip
     a = ap.parse_args(argv)
     served: set[str] = set()
     idle_since = time.monotonic()

@@ -1,4 +1,4 @@
-"""Hostile scenario files: each is answered by the real `mqbed validate` with exit 2 and a
+"""Hostile scenario files: each is answered by the real `mqbed validate` with exit 3 and a
 `file:line` message, quickly, in little memory, and never with a traceback.
 
 The corpus runs the CLI in a subprocess (as a user would) under a 1 GiB address-space limit, so
@@ -103,7 +103,7 @@ def _vm_hwm_kb(pid: int) -> int:
 
 def assert_refused(r: Result, name: str, line: int, fragment: str) -> None:
     assert "Traceback" not in r.err, r.err[-2000:]
-    assert r.code == 2, (r.code, r.err[-500:])
+    assert r.code == 3, (r.code, r.err[-500:])  # a scenario error
     assert r.seconds < TIME_LIMIT_S, f"took {r.seconds:.1f} CPU seconds"
     assert r.peak_rss_mb < RSS_LIMIT_MB, f"peak RSS {r.peak_rss_mb:.0f} MB"
     located = [x for x in r.err.splitlines() if x.startswith(f"{name}:{line}:")]
@@ -217,7 +217,7 @@ def test_user_text_is_printed_literally(
     with pytest.raises(SystemExit) as exit_:
         main()
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and f"mqbed: {name}:{NAME_LINE}: name:" in err, err
+    assert exit_.value.code == 3 and f"mqbed: {name}:{NAME_LINE}: name:" in err, err
     assert "(got ':x: [b]a[/b]')" in err and "\N{CROSS MARK}" not in err
 
 
@@ -421,7 +421,7 @@ def test_fuzzed_sample_through_the_cli(tmp_path: Path) -> None:
     assert (
         "Traceback" not in r.err and r.seconds < 3 * TIME_LIMIT_S and r.peak_rss_mb < RSS_LIMIT_MB
     )
-    assert r.code == (0 if all(expected.values()) else 2)
+    assert r.code == (0 if all(expected.values()) else 3)  # 3: a scenario error
     for n, ok in expected.items():
         assert (f"ok: {n}" in r.out.splitlines()) == ok, n
         assert ok or re.search(rf"^{re.escape(n)}:\d+: ", r.err, re.M), n

@@ -202,11 +202,11 @@ def test_unstable_configuration_warns_with_utilisation() -> None:
     assert [i for i in marked if i.severity == "warning"] == []
 
 
-def test_cli_validate_prints_located_errors_and_exits_2(tmp_path: Path) -> None:
+def test_cli_validate_prints_located_errors_and_exits_3(tmp_path: Path) -> None:
     f = tmp_path / "bad.yaml"
     f.write_text(replace("kind: poisson", "kind: poison"))
     result = CliRunner().invoke(app, ["validate", str(f)])
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # a scenario error (testbed.cli.exit_codes)
     assert (
         f"{f}:19: producers[0].arrival.kind: unknown kind 'poison' (did you mean 'poisson'?)"
         in (result.output)
@@ -257,7 +257,7 @@ def test_cli_validate_keeps_going_after_an_internal_error(
         (tmp_path / name).write_text(BASE)
     files = [str(tmp_path / n) for n in ("a.yaml", "boom.yaml", "c.yaml")]
     result = CliRunner().invoke(app, ["validate", *files])
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # a scenario error (testbed.cli.exit_codes)
     assert f"ok: {files[0]}" in result.output and f"ok: {files[2]}" in result.output
     assert f"{files[1]}:1: internal error while checking this file (RuntimeError: [bold]:x:)" in (
         result.output

@@ -1,0 +1,5 @@
+"""``python -m testbed.cli`` = ``mqbed``."""
+
+from testbed.cli import main
+
+main()

@@ -1,0 +1,230 @@
+"""`mqbed calibrate` and `mqbed bench`: measuring this machine and the testbed itself."""
+
+from __future__ import annotations
+
+__all__ = ["calibrate", "bench"]
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_home
+from testbed.cli.output import json_output
+from testbed.exceptions import AccuracyMiss
+
+QUICK_SCALE = 0.5
+"""`calibrate --quick` stretches the client-path phases by this (~18 s of load instead of ~35)."""
+
+
+CalQuickOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quick",
+        help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
+        f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~18 s of load). "
+        "The profile is too rough for predictions: give --out.",
+    ),
+]
+
+
+ClientPathOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--client-path-only",
+        help="Measure only the client path (~1 min) on top of the profile at --out "
+        "(or the shipped one).",
+    ),
+]
+
+
+@app.command()
+def calibrate(
+    broker: Annotated[Literal["rabbitmq", "activemq"], typer.Option(help="Broker kind.")],
+    client: Annotated[
+        Literal["pika", "kombu", "stomp"] | None,
+        typer.Option(
+            help="Client library: pika (default) or kombu for rabbitmq, stomp for activemq."
+        ),
+    ] = None,  # fmt: skip
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="FILE",
+            help="Profile YAML to write (default: this machine's cache, "
+            "<home>/calibration/<host>-<broker>-<version>-<client>.yaml, which runs use; "
+            "never deploy/calibration/ unless named here).",
+        ),
+    ] = None,  # fmt: skip
+    duration: Annotated[
+        float, typer.Option(min=1, metavar="SECONDS", help="Seconds per point after warm-up.")
+    ] = 60,
+    repeats: Annotated[int, typer.Option(min=1, metavar="N", help="Repetitions per point.")] = 3,
+    quick: CalQuickOpt = False,
+    client_path_only: ClientPathOnlyOpt = False,
+    scale: Annotated[
+        float,
+        typer.Option(
+            min=0.2,
+            max=20,
+            metavar="X",
+            help="Stretch the client-path phases (1 = ~35 s of load; 0.2-20).",
+        ),
+    ] = 1.0,  # fmt: skip
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Calibrate a broker and client library on this machine -> a profile (docs/models.md §9).
+
+    Ends with the goodness-of-fit table of the client path."""
+    from testbed.calibrate import calibrate_machine, fit_table
+    from testbed.calibration.api import calibrate_endpoint
+    from testbed.run import replicate_on
+
+    def micro(path: Path, endpoint: Any) -> Path:
+        return calibrate_endpoint(
+            endpoint, path, duration=duration, repeats=repeats, quick=quick, progress=progress
+        )
+
+    with json_output(as_json) as doc:
+        path, cp = calibrate_machine(
+            broker,
+            client=client,
+            home=testbed_home(home),
+            out=out_file,
+            micro=None if client_path_only else micro,
+            scale=QUICK_SCALE if quick else scale,
+            replicate_on=replicate_on,
+            console_line=progress,
+        )
+        doc["profile"] = str(path)
+        doc["fit"] = [{"point": f.point, "n": f.n, "ks": f.ks} for f in cp.fit]
+        if not as_json:
+            for line in fit_table(cp):
+                say(out, line)
+            say(out, f"wrote {path}")
+
+
+def _accuracy(
+    target: Path, only: list[str] | None, options: dict[str, Any], doc: dict[str, Any]
+) -> None:
+    """The accuracy suite; AccuracyMiss (exit 5) when a case missed, unless told not to."""
+    from testbed.accuracy import accuracy_misses, run_accuracy
+
+    report_only = options.pop("report_only")
+    path = run_accuracy(
+        target,
+        only=only,
+        command=shlex.join(["mqbed", "bench", *sys.argv[2:]]),
+        progress=progress,
+        **options,
+    )
+    doc["written"] += [str(path), str(path.with_suffix(".json"))]
+    progress(f"wrote {path} and {path.with_suffix('.json')}")
+    missing = accuracy_misses(path.with_suffix(".json"))
+    doc["misses"] = missing
+    if missing and not (report_only or options["quick"]):
+        raise AccuracyMiss(
+            f"{len(missing)} case(s) missed (outside target and measured interval): "
+            + "; ".join(missing)
+            + f" — see the overview in {path} (--report-only exits 0)"
+        )
+
+
+ReuseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--reuse",
+        help="accuracy: judge the runs already in --runs again (analysis rebuilt, no live runs)",
+    ),
+]
+
+
+ReportOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--report-only",
+        help="accuracy: exit 0 even when a case misses (a metric outside its target and "
+        "its measured interval); without it such a miss exits 5. --quick never fails on "
+        "numbers.",
+    ),
+]
+
+
+RunsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--runs",
+        metavar="DIR",
+        help="accuracy: where run directories go (runs/accuracy-<utc>).",
+    ),
+]
+
+
+@app.command()
+def bench(
+    suite: Annotated[
+        str,  # checked below, with the message a test pins
+        typer.Option(
+            "--suite",
+            metavar="{performance|accuracy|all}",
+            help="performance (figures -> docs/performance.md) | accuracy (the scenario library "
+            "live and predicted -> docs/accuracy.md) | all",
+        ),
+    ] = "performance",
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Short variants: checks the machinery, not numbers.")
+    ] = False,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            metavar="NAME",
+            help="performance: workload | simulator | fault-proxy | correlation; accuracy: a "
+            "case name or scenario file fragment (repeatable)",
+        ),
+    ] = None,  # fmt: skip
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", metavar="FILE", help="Report file (default docs/<suite>.md; one suite only)."
+        ),
+    ] = None,
+    replications: Annotated[
+        int | None,
+        typer.Option(
+            min=1, metavar="N", help="accuracy: replications per scenario (default 3; --quick 1)."
+        ),
+    ] = None,
+    runs: RunsOpt = None,
+    reuse: ReuseOpt = False,
+    report_only: ReportOnlyOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the benchmark suites and write docs/performance.md and/or docs/accuracy.md."""
+    from testbed.bench import ROOT, run_benchmarks
+
+    if suite not in ("performance", "accuracy", "all"):
+        raise typer.BadParameter(f"--suite {suite!r}: choose performance, accuracy or all")
+    if out_file is not None and suite == "all":
+        raise typer.BadParameter("--out names one report; use it with one --suite")
+    with json_output(as_json) as doc:
+        doc.update(suite=suite, written=[], misses=[])
+        if suite in ("performance", "all"):
+            target = out_file or ROOT / "docs" / "performance.md"
+            perf_only = only if suite == "performance" else None
+            path = run_benchmarks(target, quick=quick, only=perf_only, progress=progress)
+            doc["written"].append(str(path))
+            progress(f"wrote {path}")
+        if suite in ("accuracy", "all"):
+            options = dict(quick=quick, home=testbed_home(home), runs_dir=runs, reuse=reuse,
+                           replications=replications, report_only=report_only)  # fmt: skip
+            target = out_file or ROOT / "docs" / "accuracy.md"
+            _accuracy(target, only if suite == "accuracy" else None, options, doc)
+        if not as_json:
+            for written in doc["written"]:
+                say(out, f"wrote {written}")

@@ -1,0 +1,130 @@
+"""`mqbed up` and `mqbed down`: brokers (and Prometheus) that outlive one command."""
+
+from __future__ import annotations
+
+__all__ = ["up", "down"]
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from testbed.cli.app import Broker, HomeOpt, JsonOpt, app, err, kinds, out, testbed_home
+from testbed.cli.output import json_output
+
+
+def _start(backend: str, names: list[str], root: Path, nodes: int, timeout: float) -> list[Any]:
+    if backend == "local":
+        from testbed.backends.local import LocalBackend
+
+        return LocalBackend(root).up(names, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+    if backend == "docker":
+        from testbed.backends.docker import DockerBackend
+        from testbed.backends.docker_engine import start_engine_for
+
+        docker = DockerBackend(root, start_engine_for(root), log=err.print)
+        return docker.up(names, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+    from testbed.backends.external import ENV_URLS, ExternalBackend, urls_from_env
+
+    return ExternalBackend(urls_from_env(), source=f"${ENV_URLS}").up(names)  # type: ignore[arg-type]
+
+
+def _show(endpoints: list[Any], prometheus_url: str | None, root: Path, elapsed: float) -> None:
+    for e in endpoints:
+        scheme = "amqp" if e.kind == "rabbitmq" else "stomp"
+        out.print(f"[bold]{e.name}[/] ({e.kind} {e.version or ''}) pid {e.pid}")
+        out.print(f"  {scheme}://{e.username}:{e.password}@{e.host}:{e.port}", markup=False)
+        if e.management_url:
+            out.print(f"  management  {e.management_url}", markup=False)
+        if e.prometheus_url:
+            out.print(f"  prometheus  {e.prometheus_url}/metrics", markup=False)
+    if prometheus_url:
+        out.print(f"Prometheus  {prometheus_url} (scrapes runs started in {root})", markup=False)
+    out.print(
+        f"healthy after {elapsed:.1f}s; state in {root}; stop with 'mqbed down'", markup=False
+    )
+
+
+@app.command()
+def up(
+    backend: Annotated[
+        Literal["local", "docker", "external"],
+        typer.Option(help="local processes, docker containers, or external ($MQBED_BROKER_URLS)."),
+    ] = "local",
+    broker: Annotated[Broker, typer.Option(help="Broker kind(s) to start.")] = "all",
+    nodes: Annotated[
+        int, typer.Option(min=1, max=5, metavar="N", help="Nodes per broker kind (1-5).")
+    ] = 1,
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds to wait for health.")
+    ] = 60.0,
+    with_prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--with-prometheus",
+            help="Also start Prometheus (127.0.0.1) scraping the brokers and mqbed's exporters.",
+        ),
+    ] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start brokers, wait until healthy, print their URLs and write the state file."""
+    names = kinds(broker)
+    root = testbed_home(home)
+    with json_output(as_json) as doc:
+        t0 = time.monotonic()
+        with err.status(f"starting {', '.join(names)} ({backend}) under {root} ..."):
+            endpoints = _start(backend, names, root, nodes, timeout)
+            prometheus_url = None
+            if with_prometheus:
+                from testbed.observe.prometheus import PrometheusServer
+
+                prometheus_url = PrometheusServer(root).start(endpoints)
+        elapsed = time.monotonic() - t0
+        doc.update(
+            home=str(root),
+            backend=backend,
+            startup_s=round(elapsed, 2),
+            brokers=[e.to_json() for e in endpoints],
+            prometheus_url=prometheus_url,
+        )
+        if not as_json:
+            _show(endpoints, prometheus_url, root, elapsed)
+
+
+@app.command()
+def down(
+    home: HomeOpt = None,
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds to wait for each stop.")
+    ] = 30.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stop everything `mqbed up` started (read from the state files) and what killed runs left
+    in the home's runs/ (their Locust processes, brokers and homes); leave no process behind."""
+    from testbed.backends.docker import STATE_FILE as DOCKER_STATE
+    from testbed.backends.docker_engine import stop_engine_for
+    from testbed.backends.local import LocalBackend
+    from testbed.backends.run_homes import reap_run_homes  # what killed runs left
+    from testbed.observe.prometheus import PrometheusServer
+
+    root = testbed_home(home)
+    with json_output(as_json) as doc:
+        doc["home"] = str(root)
+        doc["stopped"] = stopped = LocalBackend(root).down(timeout=timeout)
+        stopped += [f"{r} (killed run)" for r in reap_run_homes(root, timeout=timeout)]
+        if (root / DOCKER_STATE).exists():  # containers of `up --backend docker`
+            from testbed.backends.docker import DockerBackend
+
+            removed = DockerBackend(root).down(timeout=timeout)  # on the engine they were made on
+            stopped += [f"{n} (container)" for n in removed]
+        if PrometheusServer(root).stop(timeout):
+            stopped.append("prometheus")
+        if stop_engine_for(root):
+            stopped.append("dockerd")
+        if not as_json:
+            out.print(
+                f"stopped {len(stopped)}: {', '.join(stopped) or 'nothing was running'}",
+                markup=False,
+            )

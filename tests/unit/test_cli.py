@@ -1,0 +1,190 @@
+"""The `mqbed` command line without brokers: --version, help texts, exit codes, and --json on
+every command a script calls (the heavy work replaced by fakes that also print to stdout, which
+the JSON mode must keep off stdout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import testbed
+from testbed.cli import app, exit_codes
+from testbed.exceptions import (
+    AccuracyMiss,
+    BackendError,
+    ConfigurationError,
+    ScenarioError,
+    ThresholdMiss,
+)
+
+REPO = Path(testbed.__file__).resolve().parents[1]
+SCENARIO = """\
+name: cli
+duration: 5s
+topology: {queues: [{name: work}]}
+producers: [{name: p, queue: work, arrival: 10/s}]
+consumers: [{name: c, queue: work}]
+thresholds: [lost == 0]
+"""
+COMMANDS = ["validate", "up", "down", "run", "report", "sweep", "predict", "calibrate", "bench"]
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+def one_document(result: Any) -> dict[str, Any]:
+    """stdout holds exactly one JSON document (json.loads refuses anything around it)."""
+    doc: dict[str, Any] = json.loads(result.stdout)
+    assert doc["exit_code"] == result.exit_code and doc["ok"] is (result.exit_code == 0)
+    return doc
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0 and re.fullmatch(r"mqbed \S+\n", result.stdout), result.stdout
+
+
+def test_help_shows_choices_flags_and_exit_codes() -> None:
+    top = invoke("--help").stdout
+    for code, text in exit_codes.CODES:
+        assert re.search(rf"^\s+{code}\s+{re.escape(text)}$", top, re.M), (code, top)
+    for command in COMMANDS:
+        text = invoke(command, "--help").stdout
+        assert "<bool>" not in text and "<str>" not in text, (command, text)
+    assert "--broker <rabbitmq|activemq|all>" in invoke("up", "--help").stdout
+    sweep = invoke("sweep", "--help").stdout
+    assert (
+        "producers[0].arrival.rate=50/s:200/s:50/s" in sweep
+        and "\N{NEGATIVE SQUARED LATIN CAPITAL LETTER B}" not in sweep
+    )
+    assert "--profile FILE" in sweep
+    assert "2-second points" in invoke("calibrate", "--help").stdout
+    assert "--workers, --processes N" in invoke("predict", "--help").stdout
+
+
+def test_exit_codes_are_distinct_documented_and_carried_by_the_errors() -> None:
+    codes = [c for c, _ in exit_codes.CODES]
+    assert len(codes) == len(set(codes))
+    assert set(codes) >= {0, 1, 2, 3, 4, 5, 6, 130, 143, 129}
+    readme = (REPO / "README.md").read_text()
+    for code, _ in exit_codes.CODES:
+        assert re.search(rf"^\| {code} \|", readme, re.M), code
+    from emulator.errors import PredictionError
+
+    cases = [(ScenarioError([]), 3), (ConfigurationError("x"), 3), (PredictionError("x"), 3),
+             (BackendError("x"), 4), (AccuracyMiss("x"), 5), (ThresholdMiss("x"), 6)]  # fmt: skip
+    assert [exit_codes.code_for(e) for e, _ in cases] == [c for _, c in cases]
+
+
+def test_usage_error_exits_2_and_scenario_error_3(tmp_path: Path) -> None:
+    assert invoke("run").exit_code == 2
+    assert invoke("run", "s.yaml", "--threshold", "p95 < 50").exit_code == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SCENARIO.replace("10/s", "0/s"))
+    result = invoke("run", str(bad), "--json", "--no-report")
+    doc = one_document(result)
+    assert result.exit_code == 3 and "bad.yaml:4: producers[0].arrival" in doc["error"]
+
+
+def _fake_run(tmp_path: Path, lost: int) -> Any:
+    def run_scenario(path: Path, **kw: Any) -> Any:
+        print("noise from the run")  # must not reach stdout in JSON mode
+        run_dir = tmp_path / "runs" / "r1"
+        (run_dir / "measured").mkdir(parents=True)
+        (run_dir / "measured" / "ledger.json").write_text(json.dumps({"sent": 50, "lost": lost}))
+        assert kw["overrides"].rate == "20/s" and kw["overrides"].duration == "2s"
+        return SimpleNamespace(run_dir=run_dir, interrupted=False, ledgers=[])
+
+    return run_scenario
+
+
+def test_run_json_judges_thresholds_and_exits_6_on_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import testbed.run
+
+    f = tmp_path / "s.yaml"
+    f.write_text(SCENARIO)
+    monkeypatch.setattr(testbed.run, "run_scenario", _fake_run(tmp_path, lost=3))
+    args = ["run", str(f), "--json", "--no-report", "--rate", "20/s", "-t", "2s"]
+    result = invoke(*args, "--threshold", "sent >= 50", "--home", str(tmp_path / "h"))
+    doc = one_document(result)
+    assert result.exit_code == 6 and "noise from the run" in result.stderr
+    assert [(t["threshold"], t["ok"]) for t in doc["thresholds"]] == [
+        ("lost == 0", False),
+        ("sent >= 50", True),
+    ]
+    assert doc["run_dir"].endswith("r1") and "1 threshold(s) missed: lost == 0" in doc["error"]
+    # latency thresholds need the analysis: refused before anything runs
+    refused = invoke(*args, "--threshold", "p95 < 1s")
+    assert refused.exit_code == 2 and "drop --no-report" in refused.output
+
+
+def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import testbed.accuracy
+    import testbed.bench
+    import testbed.calibrate
+    import testbed.report.build
+    import testbed.sweep
+
+    run_dir = tmp_path / "r1"
+    (run_dir / "measured").mkdir(parents=True)
+
+    def build_report(dirs: list[Path], **kw: Any) -> list[Path]:
+        print("spark noise")
+        (run_dir / "analysis").mkdir()
+        (run_dir / "analysis" / "summary.json").write_text('{"verdict": {"status": "pass"}}')
+        return [d / "report.html" for d in dirs]
+
+    monkeypatch.setattr(testbed.report.build, "build_report", build_report)
+    doc = one_document(invoke("report", str(run_dir), "--json"))
+    assert doc["runs"][0]["prediction_accuracy"] == {"status": "pass"}
+
+    monkeypatch.setattr(testbed.sweep, "sweep", lambda *a, **kw: print("x") or tmp_path / "sw")
+    doc = one_document(invoke("sweep", "s.yaml", "--set", "seed=1,2", "--json"))
+    assert doc["sweep_json"] == str(tmp_path / "sw" / "sweep.json")
+
+    monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: print("x") or t)
+    monkeypatch.setattr(testbed.accuracy, "run_accuracy", lambda t, **kw: t)
+    monkeypatch.setattr(testbed.accuracy, "accuracy_misses", lambda p: ["quickstart: p95"])
+    perf = one_document(invoke("bench", "--out", str(tmp_path / "p.md"), "--json"))
+    assert perf["written"] == [str(tmp_path / "p.md")]
+    result = invoke("bench", "--suite", "accuracy", "--out", str(tmp_path / "a.md"), "--json")
+    assert result.exit_code == 5 and one_document(result)["misses"] == ["quickstart: p95"]
+
+    fit = [SimpleNamespace(point="publish", n=100, ks=0.04)]
+    monkeypatch.setattr(testbed.calibrate, "calibrate_machine",
+                        lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(fit=fit)))  # fmt: skip
+    doc = one_document(invoke("calibrate", "--broker", "rabbitmq", "--quick", "--json"))
+    assert doc["profile"] == str(tmp_path / "p.yaml") and doc["fit"][0]["ks"] == 0.04
+
+
+def test_down_json_in_a_real_process_keeps_child_output_off_stdout(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    down = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "down", "--json", "--home", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    assert json.loads(down.stdout) == {
+        "home": str(tmp_path), "stopped": [], "ok": True, "exit_code": 0
+    }  # fmt: skip
+    # a child process started in JSON mode writes to stderr, not into the document
+    script = (
+        "import os\nfrom testbed.cli.output import json_output\n"
+        "with json_output(True) as doc:\n    os.system('echo child')\n    doc['x'] = 1\n"
+    )
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=60, env=env)  # fmt: skip
+    assert json.loads(child.stdout) == {"x": 1, "ok": True, "exit_code": 0}
+    assert child.stderr.strip() == "child"

@@ -131,8 +131,9 @@ def test_pool_first_then_refill_then_cold() -> None:
     # both pool hosts taken at t = 10; their refills boot until 15 and are the next pool
     assert (c.source, c.ready_at) == ("pool", 15.0)
     assert len(prov.pool) == 2  # refilled again
-    prov.remove(a.slot)  # its host returns to the pool only if the pool is short: it is not
+    prov.remove(a.slot)  # its booted host returns; a refill still booting is released instead
     assert len(prov.pool) == 2
+    assert sorted(h.ready_at for h in prov.pool) == [0.0, 15.0]
 
 
 def test_co_provisioned_slots_share_a_host() -> None:

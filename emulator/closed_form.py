@@ -8,7 +8,7 @@ fails, never a silent approximation of another model:
   with demand D = the lock's write time and think time Z + 2d (+ persistence) (§3b, §5).
 - **one queue, open Poisson load** (``amqp`` or ``threads``): Poisson producers publish to one
   queue read by consumers with one service law. Stations in series:
-  - ``threads``: the receive stage M/M/N at λ and the dispatch stage M/M/N at λ/p — the §4
+  - ``threads``: the receive stage M/M/N1 at λ and the dispatch stage M/M/N2 at λ/p — the §4
     Jackson tandem T = W1 + 2d + W2/p + ((1 − p)/p)·VT;
   - ``amqp``: a fixed path d + s_q + δ + d (the calibrated latency) + ((1 − p)/p)·VT;
   - the consumers: with exponential service and prefetch 1, an M/M/N station (M/M/1/K with
@@ -41,6 +41,7 @@ from emulator.sim.summary import Key
 from testbed.core.profile import Profile
 from testbed.core.quantiles import PROBS, QuantileTable
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, PoissonArrival, Scenario
+from testbed.core.threads import stage_counts
 from testbed.core.visibility import dead_letter_probability
 
 
@@ -244,8 +245,9 @@ def _fixed_path(
     confirm_extra = c.confirm_over_a + c.confirm_over_b * size if confirms else 0.0
     pre = c.prefetch_over_a + c.prefetch_over_b * size if prefetch1 else 0.0
     if kind == "threads":
-        w1 = _station_w(lam, c.receive, threads_of(c))
-        w2 = _station_w(lam / p, c.dispatch, threads_of(c))
+        n1, n2 = stage_counts(c.threads)
+        w1 = _station_w(lam, c.receive, n1)
+        w2 = _station_w(lam / p, c.dispatch, n2)
         to_consumer = confirm_extra + w1 + 2 * c.d + w2 / p + ((1 - p) / p) * vt + pre
         broker_wait = w2 / p
         delta = 0.0
@@ -300,10 +302,6 @@ def _consumer_station(
     if kind == "threads":
         pq = None
     return lam, wq, depth, pq
-
-
-def threads_of(c: Costs) -> int:
-    return max(1, c.threads)
 
 
 def _station_w(lam: float, dist: Any, n: int) -> float:

@@ -12,8 +12,8 @@ the level falls again (RabbitMQ memory alarm / ActiveMQ producer flow control).
   extra queue; each queue is one FIFO process (Lindley recursion, service ``s_q(size)``); the
   confirm follows the last copy's acceptance plus ``persistence(size)`` for persistent messages
   on durable queues.
-- ``ThreadsBroker`` (§3a): an N-thread FIFO *receive* stage (enqueue; the confirm follows it)
-  and an N-thread FIFO *dispatch* stage that every delivery attempt passes before it can be
+- ``ThreadsBroker`` (§3a): an N1-thread FIFO *receive* stage (enqueue; the confirm follows it)
+  and an N2-thread FIFO *dispatch* stage that every delivery attempt passes before it can be
   handed to a consumer (redeliveries after a visibility timeout pass it again: λ2 = λ/p, §4).
   Both are computed by the Kiefer–Wolfowitz recursion (earliest-free thread) on arrival; a
   copy is handed to the queue when its dispatch thread finishes.
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from emulator.sim.costs import Costs
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
+from testbed.core.threads import stage_counts
 
 if TYPE_CHECKING:
     from emulator.sim.queues import Queue
@@ -185,9 +186,9 @@ class ThreadsBroker(Broker):
 
     def __init__(self, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int) -> None:
         super().__init__(kernel, costs, sizes, seed, rep)
-        n = max(1, costs.threads)
-        self.receive_free = [0.0] * n  # heaps of thread free times (Kiefer–Wolfowitz)
-        self.dispatch_free = [0.0] * n
+        n1, n2 = stage_counts(costs.threads)
+        self.receive_free = [0.0] * n1  # heaps of thread free times (Kiefer–Wolfowitz)
+        self.dispatch_free = [0.0] * n2
         self.receive = costs.receive.sampler(stream(seed, rep, "broker:receive"))
         self.dispatch = costs.dispatch.sampler(stream(seed, rep, "broker:dispatch"))
         self.zero_dispatch = costs.dispatch.mean == 0 and costs.dispatch.variance == 0

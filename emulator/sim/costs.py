@@ -40,6 +40,7 @@ from typing import Any
 
 from testbed.core.profile import Fitted, MomentFit, Profile
 from testbed.core.quantiles import QuantileTable
+from testbed.core.threads import StageThreads
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Costs:
     dispatch: Fitted
     lock_write: Fitted
     lock_read: Fitted
-    threads: int
+    threads: int | StageThreads
     memory_overhead: float
     memory_base: float
     memory_threshold: float
@@ -132,7 +133,9 @@ class Costs:
         return max(fit.a - stages_a, 0.0), max(fit.b - stages_b, 0.0)
 
 
-def derive_costs(profile: Profile, model: str, threads: int, memory_limit: float) -> Costs:
+def derive_costs(
+    profile: Profile, model: str, threads: int | StageThreads, memory_limit: float
+) -> Costs:
     """Costs for service model ``model`` with ``threads`` broker threads (threads model)."""
     d = profile.network_delay
     ref = profile.reference_size

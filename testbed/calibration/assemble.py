@@ -33,9 +33,11 @@ mean-based fits alongside. How each profile field is derived (and used by
 - ``network_delay``: half the median loopback TCP handshake.
 - ``threads`` (the `threads` model, §3a): a black box shows neither the thread count nor how a
   message's broker time splits into stages, only the single-queue capacity. Both stages get the
-  pipe's per-message time at the reference size as their service (cv 1: exponential), count 1,
-  so one thread reproduces the measured capacity. The model's light-load latency,
-  2d + receive + dispatch, is then below the measured one (it has no delivery residual δ).
+  pipe's per-message time at the reference size as their service (cv 1: exponential), and one
+  thread each (``count: {receive: 1, dispatch: 1}``), so one thread per stage reproduces the
+  measured capacity; a scenario sets its own per-stage counts (``broker.threads``). The model's
+  light-load latency, 2d + receive + dispatch, is then below the measured one (it has no
+  delivery residual δ).
 - ``memory``: (Δ broker memory / n) − size at the reference size; the base is the memory before.
   ``high_watermark`` is not measured (see `HIGH_WATERMARK`).
 """
@@ -181,10 +183,10 @@ def assemble(
     pre, con, per = _overhead_fits(by, asm)
     publish, read, write = _small_moments(by, ref, asm)
     route = _routing_fit(data, asm)
-    # threads model: both stages serve a message in the pipe's per-message time (count 1)
+    # threads model: both stages serve a message in the pipe's per-message time, one thread each
     s_ref = qs.at(ref) if qs is not None else 0.0
     threads = {
-        "count": 1,
+        "count": {"receive": 1, "dispatch": 1},
         "receive": {"mean": s_ref, "sd": s_ref},
         "dispatch": {"mean": s_ref, "sd": s_ref},
     }
@@ -423,7 +425,7 @@ def _comments(
         "relative least squares), "
         f"sizes {', '.join(size_label(s) for s in sorted({x.size for x in pipes}))}",
         "threads": "threads model: each stage serves in the burst time per message at "
-        f"{size_label(int(ref))} (cv 1), one thread: the measured single-queue capacity",
+        f"{size_label(int(ref))} (cv 1), one thread per stage: the measured single-queue capacity",
         "memory.per_message_overhead": f"(delta memory / n) - size at {size_label(int(ref))}"
         + (f", n={ref_mem.n}" if ref_mem else ""),
         "memory.base_bytes": "broker memory with no queued messages",
@@ -497,7 +499,7 @@ def render_yaml(asm: Assembly, header: list[str], notes: str) -> str:
     t = p["threads"]
     out += [
         f"threads:{_c(c.get('threads'))}",
-        f"  count: {t['count']}",
+        f"  count: {_flow(t['count']) if isinstance(t['count'], dict) else t['count']}",
         f"  receive: {_flow(t['receive'])}",
         f"  dispatch: {_flow(t['dispatch'])}",
         "memory:",

@@ -21,9 +21,10 @@ All times are seconds, sizes bytes, "a + b·size" fits have ``a`` in s and ``b``
   Each a mean and sd, sampled through ``testbed.core.distributions.fit`` (docs/models.md §2).
 - ``queue_service``: per-message time of a queue process (its capacity, §3c).
 - ``threads``: the `threads` model's broker stages (§3a): the per-message service of the
-  receive (enqueue) stage and the dispatch (deliver) stage, and the thread count calibration
-  found (informational: the scenario's ``broker.threads`` sets the model's threads, so that a
-  resolved scenario file predicts exactly what the original does).
+  receive (enqueue) stage and the dispatch (deliver) stage, and the thread count of each stage
+  calibration assumed (one count for both, or ``{receive, dispatch}``; informational: the
+  scenario's ``broker.threads`` sets the model's threads, so that a resolved scenario file
+  predicts exactly what the original does).
 - ``memory``: flow control: bytes accounted per queued message and the blocking threshold.
 - ``client_path``: empirical delay tables measured through the live workload with one client
   library (`testbed.core.client_path`): the delivery path and the consumer's hold.
@@ -66,6 +67,7 @@ from testbed.core.distributions import (
 )
 from testbed.core.strict import Strict
 from testbed.core.suggest import did_you_mean
+from testbed.core.threads import ThreadCount
 from testbed.exceptions import ConfigurationError
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "deploy" / "calibration"
@@ -134,7 +136,8 @@ class RoutingCost(Strict):
 
 
 class ThreadsSpec(Strict):
-    count: int = Field(1, ge=1, le=1024)
+    count: ThreadCount = 1
+    """Threads per stage calibration assumed: one count for both or {receive, dispatch}."""
     receive: MomentFit = Field(default_factory=lambda: MomentFit(mean=0.0))
     dispatch: MomentFit = Field(default_factory=lambda: MomentFit(mean=0.0))
 

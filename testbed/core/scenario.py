@@ -50,6 +50,7 @@ from pydantic import (
 from testbed.core.distributions import Deterministic, Distribution
 from testbed.core.scenario_faults import Autoscaling, Fault
 from testbed.core.strict import Strict
+from testbed.core.threads import ThreadCount
 from testbed.core.thresholds import parse_threshold
 from testbed.core.units import Duration, Rate, Size, parse_duration, parse_rate, parse_size
 
@@ -111,8 +112,9 @@ class BrokerSpec(Strict):
     nodes: int = Field(1, ge=1, le=5)
     model: Literal["amqp", "threads", "shared_lock"] | None = None
     """Emulator service model (docs/models.md §3); default amqp (RabbitMQ), threads (ActiveMQ)."""
-    threads: int = Field(1, ge=1, le=1024)
-    """Broker-stage servers for the `threads` model."""
+    threads: ThreadCount = 1
+    """Servers of the `threads` model's stages (each 1–1024): one count for both, or
+    `{receive: N1, dispatch: N2}` (docs/models.md §3a, §4)."""
     memory_limit: Size = Field(default=256e6, gt=0)
     urls: list[str] = Field(default_factory=list)
     """External backend only: broker URLs (amqp://user:pass@127.0.0.1:5672/ or stomp://...)."""

@@ -69,6 +69,7 @@ def check_autoscaling(c: Any, s: Scenario) -> None:
                     f"elastic queues run one consumer per member queue: group {a.target!r} "
                     f"has count {group.count} but alias {lb.alias!r} starts {lb.queues} queues",
                 )
+            _check_vm_capacity(c, ap, a, mean)
             if a.max_replicas > lb.max_queues:
                 c.error(
                     ap + ("max_replicas",),
@@ -81,3 +82,18 @@ def check_autoscaling(c: Any, s: Scenario) -> None:
                 f"group {a.target!r} starts {group.count} consumers, outside "
                 f"[min_replicas {a.min_replicas}, max_replicas {a.max_replicas}]",
             )
+
+
+def _check_vm_capacity(c: Any, ap: tuple[str | int, ...], a: ElasticQueues, mean: float) -> None:
+    """`vm_capacity` is a whole host's rate (NPP's VM.capacity): warn when it is far from what
+    its slots' consumers can serve, e.g. one slot's capacity given for a multi-slot host."""
+    if mean <= 0:
+        return
+    slots = a.slots_per_vm / mean
+    cap = float(a.vm_capacity)
+    if not 0.6 <= cap / slots <= 1.5:
+        c.warn(
+            ap + ("vm_capacity",),
+            f"vm_capacity {cap:g} msg/s is a whole host's capacity (NPP uses it), but "
+            f"{a.slots_per_vm} slot(s) of consumers at 1/service_time serve {slots:g} msg/s",
+        )

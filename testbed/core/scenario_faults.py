@@ -219,13 +219,20 @@ class ElasticQueues(_Scaling):
     period: Pos = 1.0
     slots_per_vm: int = Field(1, ge=1)
     vm_capacity: Rate = Field(gt=0)
-    """Messages per second one consumer host slot can process."""
+    """Messages per second one whole host (VM) processes, all its `slots_per_vm` slots together:
+    NPP's VM.capacity (docs/models.md §7). With one consumer per slot that is
+    slots_per_vm / service_time."""
     sla_delta: float | None = Field(None, gt=0)
     """Expected production growth (msg/s²) for the pre-provisioned pool size NPP."""
     preprovisioned: int | None = Field(None, ge=0)
     """Pool size; default NPP computed from sla_delta, startup_delay and vm_capacity."""
     scale_down_step: float = Field(0.25, gt=0, le=1)
-    """Fraction of the elected queue's forwarding ratio removed per period."""
+    """Pace of a scale-down: the fraction of the elected queue's (the one added last) forwarding
+    ratio removed per period; it is removed once that reaches 0 and it is empty."""
+    scale_down_stabilization: NonNeg = 30.0
+    """No queue is elected for removal within this long after the last scale-up: the paper
+    scales down slowly "to minimise wrong decisions", and the default keeps a rising ramp's
+    scale-ups (a new queue is short, so the average may dip below min_load right after one)."""
 
     @model_validator(mode="after")
     def _order(self) -> ElasticQueues:

@@ -126,6 +126,7 @@ autoscaling:
     vm_capacity: 100/s
     preprovisioned: 1
     scale_down_step: 0.5
+    scale_down_stabilization: 2s
 """
 
 
@@ -148,11 +149,17 @@ def test_elastic_queues_add_and_remove_members_losing_nothing(
     ups = [d for _, d in scale if d["action"] == "up"]
     assert ups and ups[0]["avg_load"] > 100
     assert ups[0]["starts"][0]["source"] == "pool"  # the pre-provisioned host: no wait
-    # the elected member's ratio is lowered in steps of 0.5, then it is removed once empty
+    # scale-ups come at least two periods apart (a new member first gets a round of traffic),
+    # longer than the 1 s boot of the pool's refill: no consumer ever waits for a boot
+    starts = [(t, st["ready_at"]) for t, d in scale for st in d.get("starts", [])]
+    assert all(ready == pytest.approx(t, abs=1e-5) for t, ready in starts), starts
+    # the member added last is elected, its ratio lowered in steps of 0.5, removed once empty
     reasons = [d["reason"] for _, d in scale]
     assert "elect_scale_down" in reasons and "scale_down" in reasons
     removed = [d for _, d in scale if d["reason"] == "scale_down"]
     assert all(d["loads"][f"work.{d['stops'][0]}"] == 0 for d in removed)
+    added = [st["slot"] for _, d in scale for st in d.get("starts", [])]
+    assert removed[0]["stops"] == [added[-1]]
     # traffic reached the added members through the alias (a direct exchange, by ratio)
     deliveries = pq.read_table(measured / "deliveries.parquet").to_pylist()
     members = {r["queue"] for r in deliveries}

@@ -131,8 +131,9 @@ def test_pool_first_then_refill_then_cold() -> None:
     # both pool hosts taken at t = 10; their refills boot until 15 and are the next pool
     assert (c.source, c.ready_at) == ("pool", 15.0)
     assert len(prov.pool) == 2  # refilled again
-    prov.remove(a.slot)  # its host returns to the pool only if the pool is short: it is not
+    prov.remove(a.slot)  # its booted host returns; a refill still booting is released instead
     assert len(prov.pool) == 2
+    assert sorted(h.ready_at for h in prov.pool) == [0.0, 15.0]
 
 
 def test_co_provisioned_slots_share_a_host() -> None:
@@ -173,7 +174,7 @@ def test_elastic_scale_up_above_max_load() -> None:
 def test_elastic_gradual_scale_down_and_cancel() -> None:
     p = ElasticQueuesPolicy(min_load=50, max_load=200, step=0.5)
     c = {0: 100.0, 1: 100.0}
-    st = p.decide({0: 10.0, 1: 20.0}, c, starting=0, cold_starting=0, now=0)
+    st = p.decide({0: 10.0, 1: 20.0}, c, starting=0, cold_starting=0, now=0, newest=0)
     assert st.reason == "elect_scale_down" and st.plan == {"slot": 0, "factor": 1.0}
     # l = (10, 20): r = (100+5, 100-5)/200 = (0.525, 0.475); factor 0.5 -> r0 = 0.2625
     st = p.decide({0: 10.0, 1: 20.0}, c, starting=0, cold_starting=0, now=1)
@@ -188,7 +189,7 @@ def test_elastic_gradual_scale_down_and_cancel() -> None:
 def test_elastic_removes_the_queue_once_its_ratio_is_zero_and_it_is_empty() -> None:
     p = ElasticQueuesPolicy(min_load=50, max_load=200, step=1.0)
     c = {0: 100.0, 1: 100.0}
-    p.decide({0: 0.0, 1: 20.0}, c, starting=0, cold_starting=0, now=0)  # elect slot 0
+    p.decide({0: 0.0, 1: 20.0}, c, starting=0, cold_starting=0, now=0, newest=0)  # elect 0
     st = p.decide({0: 5.0, 1: 20.0}, c, starting=0, cold_starting=0, now=1)
     assert st.ratios[0] == 0.0 and st.remove == ()  # ratio 0, still 5 messages to drain
     st = p.decide({0: 0.0, 1: 20.0}, c, starting=0, cold_starting=0, now=2)

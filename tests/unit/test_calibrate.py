@@ -25,6 +25,7 @@ from testbed.calibration.fitting import (
 from testbed.calibration.protocol import CalibrationData, Protocol
 from testbed.calibration.reassemble import load_measurements, reassemble
 from testbed.core.profile import Profile, load_profile
+from testbed.core.threads import StageThreads
 
 SIZES = [100, 1_000, 10_000, 100_000, 1_000_000]
 
@@ -266,7 +267,7 @@ def test_assembled_profile_validates_and_holds_the_fits() -> None:
     assert prof.memory.base_bytes == pytest.approx(1e8)
     # the threads model: one thread whose stages serve at the burst capacity
     t = prof.threads
-    assert t.count == 1
+    assert t.count == StageThreads(receive=1, dispatch=1)
     assert t.receive.mean == t.dispatch.mean == pytest.approx(prof.queue_service.at(200))
     # and the simulator can derive its costs from it
     for model in ("amqp", "threads", "shared_lock"):

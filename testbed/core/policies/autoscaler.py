@@ -76,6 +76,11 @@ class Autoscaler:
     interval: float
     alias: str | None = None
     decisions: list[Decision] = field(default_factory=list)
+    offered: dict[int, float] = field(default_factory=dict)
+    """Elastic: slot -> when its member was first given traffic (the initial ones at once)."""
+
+    def __post_init__(self) -> None:
+        self.offered.update({s: -float("inf") for s in self.provisioner.units})
 
     @property
     def kind(self) -> str:
@@ -149,11 +154,25 @@ class Autoscaler:
         starting = prov.starting(now)
         loads = {s: float(obs.queue(self.queue_of(s)).length) for s in ready}
         cons = {s: obs.queue(self.queue_of(s)).ack_rate for s in ready}
+        # a ready member given no traffic a full period ago has an empty queue for that reason
+        warming = [s for s in ready if now - self.offered.get(s, now) < self.interval - 1e-6]
         # every unit not ready yet waits for a host to boot (pool and free slots are immediate)
-        step = p.decide(loads, cons, starting=len(starting), cold_starting=len(starting), now=now)
+        step = p.decide(
+            loads,
+            cons,
+            starting=len(starting),
+            cold_starting=len(starting),
+            now=now,
+            warming=len(warming),
+            newest=prov.newest(),
+        )
         starts = tuple(prov.add(now) for _ in range(step.add))
         for s in step.remove:
             prov.remove(s)
+            self.offered.pop(s, None)
+        for s, r in step.ratios.items():
+            if r > 0:
+                self.offered.setdefault(s, now)
         ratios = {self.queue_of(s): r for s, r in step.ratios.items()}
         for st in starts:  # a member that is up at once takes traffic from the next round on
             ratios.setdefault(self.queue_of(st.slot), 0.0)
@@ -220,6 +239,7 @@ def make_autoscaler(scenario: Scenario, spec: Autoscaling) -> Autoscaler:
             min_queues=max(1, spec.min_replicas),
             max_queues=min(spec.max_replicas, lb.max_queues),
             step=spec.scale_down_step,
+            down_delay=float(spec.scale_down_stabilization),
         )
         max_units = min(spec.max_replicas, lb.max_queues)
         initial = lb.queues

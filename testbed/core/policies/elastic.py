@@ -8,12 +8,15 @@ Every control round k:
   clips a queue the ratios no longer sum to 1; they are renormalised (the formula's sum is 1
   exactly when nothing is clipped). With no consumption yet (C = 0) the split is even.
 - average load l_avg > max_load: add a queue and its consumer (one per round, and not while a
-  cold-started one is still booting: its queue has no traffic yet, so the average would ask
-  again for the same shortfall).
-- l_avg < min_load: elect the shortest queue (ties: the highest slot) and lower its ratio
-  gradually, by `step` of its formula ratio per round; the plan is cancelled when l_avg rises
-  above min_load again; once the factor reaches 0 and the queue is empty, it is removed
-  (its consumer leaves gracefully, nothing is lost).
+  cold-started one is still booting, nor while one that is up has not yet had a full round of
+  traffic: its queue is empty because it got nothing yet, so the average would ask again for
+  the same shortfall).
+- l_avg < min_load, and no scale-up for `down_delay` seconds: elect the queue added last and
+  lower its ratio gradually, by `step` of its formula ratio per round; the plan is cancelled
+  when l_avg rises above min_load again; once the factor reaches 0 and the queue is empty, it
+  is removed (its consumer leaves gracefully, nothing is lost). Scale-down is slow on purpose,
+  "to minimise wrong decisions": right after a scale-up the new queue is short and the average
+  low while production is still rising, and removing a queue then undoes the scale-up.
 
 Loads are queue lengths (ready + unacked, messages); c_i are ack rates (msg/s), as in the
 published formula.
@@ -74,17 +77,22 @@ class ElasticQueuesPolicy:
         min_queues: int = 1,
         max_queues: int = 10,
         step: float = 0.25,
+        down_delay: float = 30.0,
     ) -> None:
         if not 0 <= min_load < max_load:
             raise ValueError(f"need 0 <= min_load ({min_load}) < max_load ({max_load})")
         if not 0 < step <= 1:
             raise ValueError(f"scale-down step must be in (0, 1], got {step!r}")
+        if down_delay < 0:
+            raise ValueError(f"scale-down delay must be >= 0 s, got {down_delay!r}")
         self.min_load = min_load
         self.max_load = max_load
         self.min_queues = max(1, min_queues)
         self.max_queues = max_queues
         self.step = step
+        self.down_delay = float(down_delay)
         self.plan: ElasticPlan | None = None
+        self.last_up = -float("inf")
 
     def decide(
         self,
@@ -94,10 +102,13 @@ class ElasticQueuesPolicy:
         starting: int,
         cold_starting: int,
         now: float,
+        warming: int = 0,
+        newest: int | None = None,
     ) -> ElasticStep:
         """One round. `loads`/`consumption` are l_i / c_i of the *ready* units by slot;
         `starting` units are asked for but not ready (no traffic), `cold_starting` of them
-        wait for a host to boot."""
+        wait for a host to boot; `warming` ready units have not had a full round of traffic
+        yet; `newest` is the slot added last (None: the highest ready slot)."""
         active = sorted(loads)
         n = len(active)
         avg = sum(loads.values()) / n if n else 0.0
@@ -112,12 +123,18 @@ class ElasticQueuesPolicy:
                 reason = "at_max_queues"
             elif cold_starting:
                 reason = "waiting_for_startup"
+            elif warming:
+                reason = "waiting_for_traffic"
             else:
                 add, reason = 1, "scale_up"
+                self.last_up = now
         elif avg < self.min_load and self.plan is None and starting == 0 and n > self.min_queues:
-            slot = min(active, key=lambda k: (loads[k], -k))
-            self.plan = ElasticPlan(slot, now)
-            reason = "elect_scale_down"
+            if now - self.last_up < self.down_delay:
+                reason = "scale_down_delay"
+            else:
+                slot = newest if newest is not None and newest in loads else active[-1]
+                self.plan = ElasticPlan(slot, now)
+                reason = "elect_scale_down"
         ratios = forwarding_ratios(consumption, loads)
         plan = self.plan
         if plan is not None:

@@ -8,8 +8,10 @@ A consumer runs in a *slot* of a host ("VM"); a host has ``slots_per_vm`` slots
    pool is refilled by booting a new host (ready ``startup_delay`` later);
 3. a new host (``"cold"``: ready after ``startup_delay``).
 
-A host left without consumers goes back to the pool while the pool is below its size, else it
-is released. Pool hosts and the hosts of the initial consumers are up at t = 0 (provisioned
+A host left without consumers goes back to the pool; when that makes the pool larger than its
+size, the host that would be ready last is released (a still-booting one before a booted one),
+so up/down cycles never leave the pool holding booting machines while booted ones are let go.
+Pool hosts and the hosts of the initial consumers are up at t = 0 (provisioned
 before the run). Slot numbers are the lowest free ones, so they stay compact: the live pool and
 the elastic member queues (``<alias>.<slot>``) are indexed by them.
 """
@@ -72,7 +74,7 @@ class Provisioner:
         """Hosts that carry at least one consumer."""
         self.pool: list[_Host] = [self._host(0.0) for _ in range(pool)]
         self.units: dict[int, tuple[float, int]] = {}
-        """slot -> (ready_at, host id)"""
+        """slot -> (ready_at, host id), in the order the consumers were added"""
         self.initial = [self._place(0.0, "initial") for _ in range(initial)]
 
     def _host(self, ready_at: float) -> _Host:
@@ -94,6 +96,10 @@ class Provisioner:
 
     def ready_at(self, slot: int) -> float:
         return self.units[slot][0]
+
+    def newest(self) -> int | None:
+        """The slot of the consumer added last (None when there is none)."""
+        return next(reversed(self.units), None)
 
     def hosts_up(self) -> int:
         """Hosts paid for: carrying consumers or waiting in the pool."""
@@ -136,5 +142,7 @@ class Provisioner:
         host.slots.discard(slot)
         if not host.slots:
             del self.hosts[host_id]
-            if len(self.pool) < self.pool_size:
-                self.pool.append(host)
+            self.pool.append(host)
+            if len(self.pool) > self.pool_size:
+                # release the host that is ready last (ties: the newest), keep booted ones
+                self.pool.remove(max(self.pool, key=lambda h: (h.ready_at, h.id)))

@@ -83,6 +83,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker; a bad backend in the ini or on the command line stops the
+    session before any test (a usage error), not at the first fixture."""
+    backend = config.getoption("--mqbed-backend") or str(config.getini("mqbed_backend"))
+    if backend not in BACKEND_CHOICES:
+        raise pytest.UsageError(f"mqbed_backend = {backend!r}: use one of {BACKEND_CHOICES}")
     config.addinivalue_line(
         "markers",
         f"{MARKER}(backend=None, kind=None): where mqbed fixtures run brokers "
@@ -103,8 +108,6 @@ def _settings(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -
     from testbed.pytest_plugin.session import Settings
 
     backend = config.getoption("--mqbed-backend") or str(config.getini("mqbed_backend"))
-    if backend not in BACKEND_CHOICES:
-        raise pytest.UsageError(f"mqbed_backend = {backend!r}: use one of {BACKEND_CHOICES}")
     home_text = config.getoption("--mqbed-home") or str(config.getini("mqbed_home"))
     home = config.rootpath / home_text if home_text else tmp_path_factory.mktemp("mqbed-home")
     try:

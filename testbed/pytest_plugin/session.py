@@ -41,6 +41,8 @@ class Settings:
 class Testbed:
     """Brokers and Spark for one pytest session; `close` releases them."""
 
+    __test__ = False  # not a test class, though pytest would collect it by its name
+
     def __init__(self, settings: Settings, log: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.home = Path(settings.home).resolve()
@@ -81,7 +83,7 @@ class Testbed:
         name = self.resolve(backend)
         t0 = time.monotonic()
         if name == "testcontainers":
-            return self._container(kind).endpoint  # type: ignore[no-any-return]
+            return self.container(kind).endpoint  # type: ignore[no-any-return]
         from testbed.backends.local import LocalBackend
 
         if self._local is None:
@@ -96,7 +98,8 @@ class Testbed:
         self.log(f"mqbed: local {kind} ready ({seconds:.1f} s)")
         return endpoint  # type: ignore[no-any-return]
 
-    def _container(self, kind: str) -> Any:
+    def container(self, kind: str) -> Any:
+        """The `BrokerContainer` of `kind` (testcontainers backend), started now if need be."""
         if kind not in self._containers:
             error = self.docker_error()
             if error is not None:

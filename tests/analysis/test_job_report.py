@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -16,6 +17,8 @@ from rich.console import Console
 
 from testbed.analysis.job import analyse_run
 from testbed.analysis.windows import WINDOW_COLUMNS
+from testbed.pytest_plugin import assert_thresholds, assert_verdicts
+from testbed.pytest_plugin.runs import MqbedResult
 from testbed.report.build import RUNS_SUMMARY, build_report
 
 from .synthetic import write_run
@@ -130,6 +133,23 @@ def test_summary_figures_match_the_records(spark: SparkSession, runs: list[Path]
     assert ks_entry["predicted"] == summary["distributions"][0]["ks"]
     assert ks_entry["within_target"] is False  # 0.2-0.5 > the 0.10 target
     assert w1_entry["predicted"] > 0 and w1_entry["within_target"] is False
+    _plugin_assertions(runs[0], summary)
+
+
+def _plugin_assertions(run_dir: Path, summary: dict[str, Any]) -> None:
+    """The pytest plugin's assertions read this real summary (its own tests use synthetic
+    ones): the 1.5× latency prediction fails `assert_verdicts` with the table, thresholds on
+    the measured figures hold or miss as the numbers say."""
+    result = MqbedResult(run_dir, run_dir / "scenario.yaml", "local", [], summary)
+    p95 = result.measured("latency_p95_s")
+    assert p95 is not None and result.measured("latency_p95_s", "work") == pytest.approx(p95)
+    assert_thresholds(result, f"p95 <= {p95 * 1.001}s", "throughput > 250/s", "lost == 0")
+    with pytest.raises(AssertionError, match=r"✗ p95 < .*measured [\d.]+ ms"):
+        assert_thresholds(result, f"p95 < {p95 * 0.5}s")
+    with pytest.raises(AssertionError, match=r"outside their target: .*latency p95") as info:
+        assert_verdicts(result)
+    assert "synthetic — FAIL" in str(info.value)
+    assert_verdicts(result, metrics=["throughput_msg_s"])  # the rate is predicted right
 
 
 def test_reports_with_and_without_prediction(spark: SparkSession, runs: list[Path]) -> None:

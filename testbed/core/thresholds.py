@@ -4,9 +4,10 @@
 A threshold is ``[QUEUE:] METRIC OP VALUE``:
 
 - METRIC (:data:`METRICS`): latencies ``mean``/``avg``, ``p50``/``med``, ``p95``, ``p99``
-  (end-to-end, publish → ack; the VALUE needs a time unit: ``50ms``, ``0.2s``); ``throughput``
-  (acks per second, ``180/s``, ``3000/min`` or a bare number per second); ``queue_depth`` (mean
-  ready + unacked, messages); and the ledger's counts ``sent``, ``confirmed``, ``delivered``,
+  (publish → consumer start, the report's latency; the VALUE needs a time unit: ``50ms``,
+  ``0.2s``); ``throughput`` (acks per second, ``180/s``, ``3000/min`` or a bare number per
+  second); ``queue_depth`` (mean messages published and not yet settled, the report's queue
+  depth); and the ledger's counts ``sent``, ``confirmed``, ``delivered``,
   ``lost``, ``duplicated``, ``unexpected``, ``recovered``, ``redeliveries``, ``dead_lettered``
   (plain numbers, whole run only).
 - OP: ``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``.

@@ -200,16 +200,13 @@ SUMMARY = {
 }
 
 
-def test_parse_threshold() -> None:
+def test_parse_threshold_is_the_scenarios_parser() -> None:
+    from testbed.core import thresholds
+
+    assert parse_threshold is thresholds.parse_threshold  # one grammar for scenario and plugin
     t = parse_threshold("work: p99 <= 1.5s")
-    assert (t.queue, t.metric, t.op, t.value) == ("work", "latency_p99_s", "<=", 1.5)
-    assert parse_threshold("throughput>=3000/min").value == 50.0
-    assert parse_threshold("lost == 0").metric == "ledger.lost"
-    assert parse_threshold("work: lost == 0").metric == "losses"
-    with pytest.raises(ValueError, match="expected \\[QUEUE:\\] METRIC OP VALUE"):
-        parse_threshold("p95 about 5ms")
-    with pytest.raises(ValueError, match="bad value '5apples': duration .* unknown unit"):
-        parse_threshold("p95 < 5apples")
+    assert (t.queue, t.spec.key, t.op, t.limit) == ("work", "latency_p99_s", "<=", 1.5)
+    assert parse_threshold("throughput>=3000/min").limit == 50.0
     with pytest.raises(ValueError, match="whole run only"):
         parse_threshold("work: sent > 1")
 
@@ -223,12 +220,12 @@ def test_assert_thresholds_passes_and_fails_with_a_table(tmp_path: Path) -> None
     text = str(info.value)
     assert "2 of 4 threshold(s) missed by run 20260101T000000Z-demo" in text
     assert "✓ p95 < 50ms       measured 40 ms" in text
-    assert "✗ lost == 0        measured 2 msgs" in text
-    assert "✓ duplicated <= 1  measured 1 msgs" in text
-    assert "✗ p50 < 1s         measured –" in text  # no such figure: missed, not passed
+    assert "✗ lost == 0        measured 2" in text
+    assert "✓ duplicated <= 1  measured 1" in text
+    assert "✗ p50 < 1s         measured not measured" in text  # no figure: missed, not passed
     no_analysis = _result(tmp_path, None)
     assert_thresholds(no_analysis, "sent > 200")  # ledger counts need no analysis
-    with pytest.raises(ValueError, match="needs the run's analysis"):
+    with pytest.raises(ValueError, match="need the run's analysis"):
         assert_thresholds(no_analysis, "p95 < 1s")
 
 
@@ -238,7 +235,7 @@ def test_assert_verdicts_shows_the_verdict_table(tmp_path: Path) -> None:
         assert_verdicts(result)
     text = str(info.value)
     assert "1 of 2 judged metric(s) outside their target: latency p95" in text
-    assert "demo — FAIL: 1 of 2 metrics within target" in text
+    assert "demo — Prediction accuracy: 1 of 2 metrics within target" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("latency p95"))
     assert row.split()[3:] == ["40", "36–44", "80", "+100.0%", "±15%", "✗"]
     assert f"report: {tmp_path / 'report.html'}" in text

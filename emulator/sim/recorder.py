@@ -127,7 +127,7 @@ class Recorder:
         self.replication = 0
         self.listeners: list[Listener] = []
         # the current chunk of messages (size → m_size, confirm → confirms)
-        self.c = {
+        self.c: dict[str, array[Any]] = {
             "flow": array("i"),
             "dest": array("i"),
             "producer": array("i"),
@@ -141,7 +141,7 @@ class Recorder:
         self.m_size = _Sizes(self)
         self.m_flow = _Flows(self)
         self.confirms: dict[int, float] = {}
-        self.d = {
+        self.d: dict[str, array[Any]] = {
             "msg": array("q"),
             "queue": array("i"),
             "consumer": array("i"),
@@ -307,7 +307,7 @@ class Recorder:
 
     def lookup(self, msgs: np.ndarray, column: str) -> np.ndarray:
         """Column ``flow`` or ``t_publish`` of messages ``msgs``, wherever they are."""
-        dtype = np.int32 if column == "flow" else np.float64
+        dtype: type[np.generic] = np.int32 if column == "flow" else np.float64
         out = np.empty(len(msgs), dtype=dtype)
         cur = msgs >= self.cur_lo
         if cur.any():
@@ -337,7 +337,12 @@ class Recorder:
         d = self.d
         if not len(d["msg"]):
             return
-        types = {"q": np.int64, "i": np.int32, "d": np.float64, "b": np.int8}
+        types: dict[str, type[np.generic]] = {
+            "q": np.int64,
+            "i": np.int32,
+            "d": np.float64,
+            "b": np.int8,
+        }
         cols = {k: np.frombuffer(a, dtype=types[a.typecode]).copy() for k, a in d.items()}
         for a in d.values():
             del a[:]

@@ -58,11 +58,11 @@ class ChunkFiles:
         cols = self.cache.get(k)
         if cols is None:
             batch = self.read(k)
-            cols = {
+            arrays = {
                 n: batch.column(n).to_numpy(zero_copy_only=False)
                 for n in ("size", "flow", "t_publish")
             }
-            cols["size_list"] = cols["size"].tolist()
+            cols = {**arrays, "size_list": arrays["size"].tolist()}
             self.cache[k] = cols
             if len(self.cache) > self.size:
                 self.cache.popitem(last=False)

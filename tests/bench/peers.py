@@ -119,7 +119,7 @@ def _mqbed_scenario(m: QueueModel, horizon: float, seed: int) -> Any:
             f"service_time: {{kind: exponential, mean: {1 / m.mus[0]}}}}}"
         )
     text = f"""
-name: peers-{m.name}
+name: peers-{"tandem" if m.tandem else "mmc"}
 seed: {seed}
 duration: {horizon}s
 warmup: {WARMUP}s

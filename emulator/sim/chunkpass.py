@@ -10,16 +10,17 @@ summary's listeners see each chunk here, with its final confirms.
 
 from __future__ import annotations
 
-__all__ = ["write_messages"]
+__all__ = ["write_messages", "small_tables", "deliveries_table"]
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from emulator.sim.spool import LEDGER_ROW, PartWriter
-from testbed.core.records import MESSAGES, OUTCOMES, Ledger
+from testbed.core.records import DELIVERIES, EVENTS, MESSAGES, OUTCOMES, TIMESERIES, Ledger
 
 if TYPE_CHECKING:
     from emulator.sim.recorder import Recorder
@@ -120,3 +121,53 @@ def _count(
     counts["dup"] += len(np.unique(pairs[c > 1] // width))
     counts["recovered"] += int(np.count_nonzero(~confirmed & delivered))
     counts["dead"] += int(dead.sum())
+
+
+def small_tables(
+    events_rows: list[tuple[float, str, str, str]], series_rows: list[tuple[Any, ...]], rep: int
+) -> dict[str, pa.Table]:
+    """``timeseries`` and ``events`` (a few rows a second: kept in memory)."""
+    ev: list[Sequence[Any]] = (
+        list(zip(*events_rows, strict=True)) if events_rows else [[], [], [], []]
+    )
+    events = pa.Table.from_arrays(
+        [
+            pa.array(ev[0], type=pa.float64()),
+            pa.array(ev[1], type=pa.string()),
+            pa.array(ev[2], type=pa.string()),
+            pa.array(ev[3], type=pa.string()),
+            pa.array(np.full(len(events_rows), rep, dtype=np.int32)),
+        ],
+        schema=EVENTS,
+    )
+    cols: list[Sequence[Any]] = list(zip(*series_rows, strict=True)) if series_rows else [[]] * 11
+    series = pa.Table.from_arrays(
+        [pa.array(c, type=TIMESERIES.field(i).type) for i, c in enumerate(cols)]
+        + [pa.array(np.full(len(series_rows), rep, dtype=np.int32))],
+        schema=TIMESERIES,
+    )
+    return {"timeseries": series, "events": events}
+
+
+def deliveries_table(names_list: list[str], cols: dict[str, np.ndarray], rep: int) -> pa.Table:
+    """A flushed batch of deliveries as a ``deliveries`` table (``latency_s`` from publish)."""
+    msg, t_pub = cols["msg"], cols["t_publish"]
+    names = pa.array(names_list, type=pa.string())
+    attempt = cols["attempt"]
+    reps = np.full(len(msg), rep, dtype=np.int32)
+    table = pa.Table.from_arrays(
+        [
+            pa.array(msg).cast(pa.string()),
+            names.take(pa.array(cols["queue"])),
+            names.take(pa.array(cols["consumer"])),
+            pa.array(attempt),
+            pa.array(cols["t_deliver"]),
+            pa.array(cols["t_done"]),
+            pa.array(OUTCOMES, type=pa.string()).take(pa.array(cols["outcome"])),
+            pa.array(attempt > 1),
+            pa.array(cols["t_deliver"] - t_pub),
+            pa.array(reps),
+        ],
+        schema=DELIVERIES,
+    )
+    return table

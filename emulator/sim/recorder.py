@@ -45,7 +45,6 @@ import json
 import shutil
 import tempfile
 from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,8 +53,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from emulator.sim.chunkpass import deliveries_table
 from emulator.sim.spool import LEDGER_ROW, ChunkFiles, PartWriter, SideFile
-from testbed.core.records import DELIVERIES, EVENTS, MESSAGES, OUTCOMES, TIMESERIES, Ledger
+from testbed.core.records import DELIVERIES, MESSAGES, OUTCOMES, Ledger
 
 OUTCOME_CODES = {name: i for i, name in enumerate(OUTCOMES)}
 """Outcome name → small integer used in the hot path."""
@@ -349,24 +349,8 @@ class Recorder:
         msg = cols["msg"]
         t_pub = self.lookup(msg, "t_publish")
         cols["t_publish"] = t_pub
-        names = pa.array(self.names, type=pa.string())
+        table = deliveries_table(self.names, cols, self.replication)
         attempt = cols["attempt"]
-        rep = np.full(len(msg), self.replication, dtype=np.int32)
-        table = pa.Table.from_arrays(
-            [
-                pa.array(msg).cast(pa.string()),
-                names.take(pa.array(cols["queue"])),
-                names.take(pa.array(cols["consumer"])),
-                pa.array(attempt),
-                pa.array(cols["t_deliver"]),
-                pa.array(cols["t_done"]),
-                pa.array(OUTCOMES, type=pa.string()).take(pa.array(cols["outcome"])),
-                pa.array(attempt > 1),
-                pa.array(cols["t_deliver"] - t_pub),
-                pa.array(rep),
-            ],
-            schema=DELIVERIES,
-        )
         if self._dparts is None:
             path = self._spool() / f"deliveries.r{self.replication}.parquet"
             self._dparts = PartWriter(path, "deliveries")
@@ -436,26 +420,6 @@ class Recorder:
 
     def small_tables(self) -> dict[str, pa.Table]:
         """``timeseries`` and ``events`` (a few rows a second: kept in memory)."""
-        rep = self.replication
-        ev: list[Sequence[Any]] = (
-            list(zip(*self.events, strict=True)) if self.events else [[], [], [], []]
-        )
-        events = pa.Table.from_arrays(
-            [
-                pa.array(ev[0], type=pa.float64()),
-                pa.array(ev[1], type=pa.string()),
-                pa.array(ev[2], type=pa.string()),
-                pa.array(ev[3], type=pa.string()),
-                pa.array(np.full(len(self.events), rep, dtype=np.int32)),
-            ],
-            schema=EVENTS,
-        )
-        cols: list[Sequence[Any]] = (
-            list(zip(*self.series, strict=True)) if self.series else [[]] * 11
-        )
-        series = pa.Table.from_arrays(
-            [pa.array(c, type=TIMESERIES.field(i).type) for i, c in enumerate(cols)]
-            + [pa.array(np.full(len(self.series), rep, dtype=np.int32))],
-            schema=TIMESERIES,
-        )
-        return {"timeseries": series, "events": events}
+        from emulator.sim.chunkpass import small_tables
+
+        return small_tables(self.events, self.series, self.replication)

@@ -29,6 +29,7 @@ __all__ = ["PredictionError", "PredictionResult", "predict", "METHODS"]
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -36,15 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from emulator.closed_form import analytic_figures
 from emulator.errors import PredictionError
-from emulator.sim.model import SimResult
-from emulator.sim.runner import concat_tables, run_replications
-from emulator.sim.summary import replication_metrics, summarize
+from emulator.sim.runner import ReplicationResult, run_replications
+from emulator.sim.spool import merge_parts
+from emulator.sim.summary import summarize
 from testbed.core.ledger import write_ledgers
 from testbed.core.load import offered_load
 from testbed.core.profile import Profile, default_profile, load_profile
-from testbed.core.records import SCHEMAS, Ledger, write_table
+from testbed.core.records import Ledger, write_table
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 
@@ -172,27 +175,34 @@ def predict(
             out, method, 1, summary, files={"summary": path}, wall_s=summary["wall_s"]
         )
 
-    def report(res: SimResult) -> None:
+    def report(res: ReplicationResult) -> None:
         if progress:
             progress(
                 f"replication {res.replication}: {res.messages} messages, "
                 f"{res.wall_s:.1f}s wall ({res.messages / max(res.wall_s, 1e-9):,.0f} msg/s)"
             )
 
+    out.mkdir(parents=True, exist_ok=True)
+    spool = out / ".stream"  # the replications' part files, merged below
+    shutil.rmtree(spool, ignore_errors=True)
     try:
-        results = run_replications(s, prof, n, _processes(s, n, processes), report)
+        results = run_replications(s, prof, n, spool, _processes(s, n, processes), report)
     except BrokenProcessPool as e:
         raise PredictionError(
             "a replication worker process died; a script that calls predict() with several "
             "processes must guard its entry point with `if __name__ == '__main__':` (workers "
             "are spawned), or pass processes=1"
         ) from e
-    tables = concat_tables(results)
-    out.mkdir(parents=True, exist_ok=True)
-    files = {name: write_table(out, name, tables[name]) for name in SCHEMAS}
+    files = {
+        name: merge_parts([r.parts[name] for r in results], out / f"{name}.parquet", name)
+        for name in ("messages", "deliveries")
+    }
+    for name in ("timeseries", "events"):
+        files[name] = write_table(out, name, pa.concat_tables([r.small[name] for r in results]))
+    shutil.rmtree(spool, ignore_errors=True)
     ledgers = [r.ledger for r in results]
     files["ledger"] = write_ledgers(out, ledgers)
-    per_rep = [replication_metrics(r.tables, r.ledger) for r in results]
+    per_rep = [r.figures for r in results]
     start = float(s.warmup)
     summary = {
         **header,

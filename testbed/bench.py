@@ -50,7 +50,8 @@ BENCHMARKS = (
     ),
     Benchmark(
         "simulator",
-        "simulated messages per wall second, growth 1e4 -> 1e6, peak memory",
+        "simulated messages per wall second, growth 1e4 -> 1e6, peak memory, memory of a "
+        "6-minute vs a 1-hour prediction (ratio), M/M/2 and tandem vs bare SimPy and Ciw",
         "bench_sim.py",
     ),
     Benchmark(

@@ -1,12 +1,27 @@
-"""Columnar in-memory recording of one replication → the record tables (docs/architecture.md).
+"""Columnar recording of one replication → the record tables (docs/architecture.md), streamed.
 
 The one seam for measurement: producers, queues and consumers call ``new_message``,
-``confirm``, ``delivery``, ``event`` and ``sample``; nothing else writes records. Columns live in
-``array.array`` buffers (8 bytes a value, not a Python object), and ``tables()`` turns them into
-pyarrow tables with exactly the schemas of ``testbed.core.records`` — the same tables a live
-run writes, so the analysis never knows which side a table came from.
+``confirm``, ``delivery``, ``event`` and ``sample``; nothing else writes records. Hot columns
+live in ``array.array`` buffers (8 bytes a value, not a Python object). Memory stays bounded by
+the messages in flight, not by the run's length (issue 18 §3):
 
-Conventions of the predicted tables:
+- messages are numbered in chunks of ``chunk_rows``; a full chunk is *sealed* (numpy), and
+  retired to an Arrow IPC file (``emulator.sim.spool``) when the next one is sealed — after the
+  deliveries buffer was flushed, so the deliveries of its messages are mostly recorded by then;
+- ``m_size`` (message → size, read by the broker, queues and consumers) holds the unretired
+  messages; an older message still in flight is read back from its chunk's file (cached);
+  ``m_flow`` is looked up the same way; confirms wait in a dict until their chunk retires
+  (a later one is patched in at the end);
+- deliveries go to ``deliveries.r<N>.parquet`` every ``chunk_rows`` rows, with
+  ``latency_s`` from the message's publish time; the ledger's rows (acked, dead-lettered)
+  go to a side file per message chunk; ``listeners`` (the summary's ``FigureStream``) see
+  every flushed batch of deliveries and, at the end, every chunk of messages;
+- ``finish`` writes ``messages.r<N>.parquet`` chunk by chunk and computes the ledger from
+  the side files. ``tables()`` does the same into a private directory and reads it back (the
+  in-memory API of ``Model.run``): one code path, so both give the same rows.
+
+Tables have exactly the schemas of ``testbed.core.records`` — the same tables a live run
+writes. Conventions of the predicted tables:
 
 - ``msg_id`` is the decimal message number within the replication (``"0"``, ``"1"``, ...);
   ``replication`` tells replications apart.
@@ -23,104 +38,186 @@ Conventions of the predicted tables:
 
 from __future__ import annotations
 
-__all__ = ["Recorder", "OUTCOME_CODES"]
+__all__ = ["Recorder", "OUTCOME_CODES", "Streamed"]
 
+import itertools
 import json
+import shutil
+import tempfile
 from array import array
-from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from testbed.core.records import DELIVERIES, EVENTS, MESSAGES, OUTCOMES, TIMESERIES
+from emulator.sim.chunkpass import deliveries_table
+from emulator.sim.spool import LEDGER_ROW, ChunkFiles, PartWriter, SideFile
+from testbed.core.records import DELIVERIES, MESSAGES, OUTCOMES, Ledger
 
 OUTCOME_CODES = {name: i for i, name in enumerate(OUTCOMES)}
 """Outcome name → small integer used in the hot path."""
+_ACKED = OUTCOME_CODES["acked"]
+_DEAD = OUTCOME_CODES["dead_lettered"]
+_NAN = float("nan")
+_CHUNK_SCHEMA = pa.schema(
+    [
+        ("flow", pa.int32()),
+        ("dest", pa.int32()),
+        ("producer", pa.int32()),
+        ("size", pa.float64()),
+        ("t_intended", pa.float64()),
+        ("t_publish", pa.float64()),
+        ("t_confirm", pa.float64()),
+    ]
+)
+
+
+class Listener(Protocol):
+    """Receives the records as they leave memory (``emulator.sim.summary.FigureStream``)."""
+
+    def deliveries(self, cols: dict[str, np.ndarray]) -> None: ...
+
+    def messages(self, cols: dict[str, np.ndarray]) -> None: ...
+
+
+@dataclass
+class Streamed:
+    """What ``Recorder.finish`` wrote: the two big tables' part files and the small tables."""
+
+    parts: dict[str, Path]
+    small: dict[str, pa.Table]
+    ledger: Ledger
+    messages: int
+
+
+class _Sizes(dict[int, float]):
+    """Message → size for unretired messages; an older one is read back (C-speed hits)."""
+
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __missing__(self, m: int) -> float:
+        return float(self.rec.retired_value(m, "size_list"))
+
+
+class _Flows(dict[int, int]):
+    """Message → flow name index, always through ``__missing__`` (follow-ups read it)."""
+
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __missing__(self, m: int) -> int:
+        return int(self.rec.lookup(np.array([m], dtype=np.int64), "flow")[0])
 
 
 class Recorder:
-    """Collects one replication's records in columns."""
+    """Collects one replication's records, streaming them out in chunks (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, chunk_rows: int = 1 << 16) -> None:
         self.names: list[str] = []
         self._name_index: dict[str, int] = {}
-        # messages
-        self.m_flow = array("i")
-        self.m_dest = array("i")
-        self.m_producer = array("i")
-        self.m_size = array("d")
-        self.m_t_intended = array("d")
-        self.m_t_publish = array("d")
-        self.m_t_confirm = array("d")
-        # deliveries (redelivered and latency_s are derived in tables())
-        self.d_msg = array("q")
-        self.d_queue = array("i")
-        self.d_consumer = array("i")
-        self.d_attempt = array("i")
-        self.d_t_deliver = array("d")
-        self.d_t_done = array("d")
-        self.d_outcome = array("b")
-        # events and timeseries are small: plain rows
+        self.R = chunk_rows
+        self.dir: Path | None = None  # the spool directory (``configure``), else private
+        self._private: Path | None = None
+        self.replication = 0
+        self.listeners: list[Listener] = []
+        # the current chunk of messages (size → m_size, confirm → confirms)
+        self.c: dict[str, array[Any]] = {
+            "flow": array("i"),
+            "dest": array("i"),
+            "producer": array("i"),
+            "t_intended": array("d"),
+            "t_publish": array("d"),
+        }
+        self.cur_lo = 0
+        self.sealed: dict[str, np.ndarray] | None = None
+        self.sealed_lo = 0
+        self.retired_hi = 0  # messages below are in chunk files
+        self.m_size = _Sizes(self)
+        self.m_flow = _Flows(self)
+        self.confirms: dict[int, float] = {}
+        self.d: dict[str, array[Any]] = {
+            "msg": array("q"),
+            "queue": array("i"),
+            "consumer": array("i"),
+            "attempt": array("i"),
+            "t_deliver": array("d"),
+            "t_done": array("d"),
+            "outcome": array("b"),
+        }
+        self.redeliveries = 0
         self.events: list[tuple[float, str, str, str]] = []
         self.series: list[tuple[Any, ...]] = []
+        self._files: ChunkFiles | None = None
+        self._dparts: PartWriter | None = None
+        self._ledger_sides: dict[int, SideFile] = {}
         self._bind()
 
     def _bind(self) -> None:
-        m = (
-            self.m_flow.append,
-            self.m_dest.append,
-            self.m_producer.append,
-            self.m_size.append,
-            self.m_t_intended.append,
-            self.m_t_publish.append,
-            self.m_t_confirm.append,
-        )
-        d = (
-            self.d_msg.append,
-            self.d_queue.append,
-            self.d_consumer.append,
-            self.d_attempt.append,
-            self.d_t_deliver.append,
-            self.d_t_done.append,
-            self.d_outcome.append,
-        )
-        nan = float("nan")
-        t_confirm = self.m_t_confirm
+        c, d, R = self.c, self.d, self.R
+        m = (c["flow"].append, c["dest"].append, c["producer"].append)
+        m_int, m_pub = c["t_intended"].append, c["t_publish"].append
+        pub = c["t_publish"]
+        dl = tuple(d[k].append for k in d)
+        dmsg = d["msg"]
         sizes = self.m_size
+        next_n = itertools.count().__next__
 
         def new_message(
             flow: int, dest: int, producer: int, size: float, t_int: float, t_pub: float
         ) -> int:
             """Record a publish; returns the message number."""
-            n = len(sizes)
+            n = next_n()
             m[0](flow)
             m[1](dest)
             m[2](producer)
-            m[3](size)
-            m[4](t_int)
-            m[5](t_pub)
-            m[6](nan)
+            m_int(t_int)
+            m_pub(t_pub)
+            sizes[n] = size
+            if len(pub) >= R:
+                self._seal()
             return n
 
         def delivery(
             msg: int, queue: int, consumer: int, attempt: int, t_del: float, t_done: float, out: int
         ) -> None:
             """Record one delivery attempt (outcome code from OUTCOME_CODES)."""
-            d[0](msg)
-            d[1](queue)
-            d[2](consumer)
-            d[3](attempt)
-            d[4](t_del)
-            d[5](t_done)
-            d[6](out)
-
-        def confirm(msg: int, t: float) -> None:
-            t_confirm[msg] = t
+            dl[0](msg)
+            dl[1](queue)
+            dl[2](consumer)
+            dl[3](attempt)
+            dl[4](t_del)
+            dl[5](t_done)
+            dl[6](out)
+            if len(dmsg) >= R:
+                self.flush_deliveries()
 
         self.new_message = new_message
         self.delivery = delivery
-        self.confirm = confirm
+        self.confirm = self.confirms.__setitem__  # (msg, t): the last one wins
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def configure(self, directory: Path, replication: int) -> None:
+        """Stream into ``directory`` (before anything was recorded beyond names and events)."""
+        self.dir = Path(directory)
+        self.replication = replication
+
+    def _spool(self) -> Path:
+        if self.dir is None:
+            self._private = Path(tempfile.mkdtemp(prefix="mqbed-sim-"))
+            self.dir = self._private
+        return self.dir
+
+    def files(self) -> ChunkFiles:
+        if self._files is None:
+            self._files = ChunkFiles(self._spool() / f"spool-r{self.replication}")
+        return self._files
 
     # -- names ----------------------------------------------------------------------------
 
@@ -169,79 +266,160 @@ class Recorder:
 
     @property
     def messages(self) -> int:
-        return len(self.m_size)
+        return self.cur_lo + len(self.c["t_publish"])
 
-    # -- output ---------------------------------------------------------------------------
+    # -- chunks of messages ---------------------------------------------------------------
+
+    def _seal(self) -> None:
+        """The current chunk is full: retire the previous sealed one, seal this one."""
+        if self.sealed is not None:
+            self.flush_deliveries()
+            self._retire()
+        self.sealed = {
+            k: np.frombuffer(a, dtype=np.int32 if a.typecode == "i" else np.float64).copy()
+            for k, a in self.c.items()
+        }
+        self.sealed_lo = self.cur_lo
+        for a in self.c.values():
+            del a[:]
+        self.cur_lo += len(self.sealed["t_publish"])
+
+    def _retire(self) -> None:
+        assert self.sealed is not None
+        cols, lo = self.sealed, self.sealed_lo
+        hi = lo + len(cols["t_publish"])
+        pop, cpop = self.m_size.pop, self.confirms.pop
+        size = np.array([pop(m) for m in range(lo, hi)], dtype=np.float64)
+        conf = np.array([cpop(m, _NAN) for m in range(lo, hi)], dtype=np.float64)
+        arrays = [cols["flow"], cols["dest"], cols["producer"], size]
+        arrays += [cols["t_intended"], cols["t_publish"], conf]
+        batch = pa.RecordBatch.from_arrays([pa.array(a) for a in arrays], schema=_CHUNK_SCHEMA)
+        self.files().write(lo // self.R, batch)
+        self.sealed = None
+        self.retired_hi = hi
+
+    def retired_value(self, m: int, column: str) -> Any:
+        """One value of a retired message (a late lookup)."""
+        if not 0 <= m < self.retired_hi:
+            raise KeyError(m)
+        k = m // self.R
+        return self.files().column(k, column)[m - k * self.R]
+
+    def lookup(self, msgs: np.ndarray, column: str) -> np.ndarray:
+        """Column ``flow`` or ``t_publish`` of messages ``msgs``, wherever they are."""
+        dtype: type[np.generic] = np.int32 if column == "flow" else np.float64
+        out = np.empty(len(msgs), dtype=dtype)
+        cur = msgs >= self.cur_lo
+        if cur.any():
+            a = np.frombuffer(self.c[column], dtype=dtype)
+            out[cur] = a[msgs[cur] - self.cur_lo]
+            del a  # the array must not stay exported (it grows)
+        rest = ~cur
+        if self.sealed is not None:
+            s = rest & (msgs >= self.sealed_lo)
+            out[s] = self.sealed[column][msgs[s] - self.sealed_lo]
+            rest &= ~s
+        if rest.any():
+            files = self.files()
+            old = msgs[rest]
+            ks = old // self.R
+            vals = np.empty(len(old), dtype=dtype)
+            for k in np.unique(ks):
+                sel = ks == k
+                vals[sel] = files.column(int(k), column)[old[sel] - int(k) * self.R]
+            out[rest] = vals
+        return out
+
+    # -- deliveries -----------------------------------------------------------------------
+
+    def flush_deliveries(self) -> None:
+        """Write the buffered deliveries; hand them to the ledger side files and listeners."""
+        d = self.d
+        if not len(d["msg"]):
+            return
+        types: dict[str, type[np.generic]] = {
+            "q": np.int64,
+            "i": np.int32,
+            "d": np.float64,
+            "b": np.int8,
+        }
+        cols = {k: np.frombuffer(a, dtype=types[a.typecode]).copy() for k, a in d.items()}
+        for a in d.values():
+            del a[:]
+        msg = cols["msg"]
+        t_pub = self.lookup(msg, "t_publish")
+        cols["t_publish"] = t_pub
+        table = deliveries_table(self.names, cols, self.replication)
+        attempt = cols["attempt"]
+        if self._dparts is None:
+            path = self._spool() / f"deliveries.r{self.replication}.parquet"
+            self._dparts = PartWriter(path, "deliveries")
+        self._dparts.write(table)
+        self.redeliveries += int(np.count_nonzero(attempt > 1))
+        self._ledger_rows(cols)
+        if self.listeners:
+            cols["flow"] = self.lookup(msg, "flow")
+            for listener in self.listeners:
+                listener.deliveries(cols)
+
+    def _ledger_rows(self, cols: dict[str, np.ndarray]) -> None:
+        out = cols["outcome"]
+        keep = (out == _ACKED) | (out == _DEAD)
+        rows = np.empty(int(np.count_nonzero(keep)), dtype=LEDGER_ROW)
+        rows["m"], rows["q"], rows["o"] = cols["msg"][keep], cols["queue"][keep], out[keep]
+        ks = rows["m"] // self.R
+        for k in np.unique(ks):
+            side = self._ledger_sides.get(int(k))
+            if side is None:
+                path = self.files().dir / f"ledger-{k:06d}.bin"
+                side = self._ledger_sides[int(k)] = SideFile(path, LEDGER_ROW)
+            side.append(rows[ks == k])
+
+    # -- the end --------------------------------------------------------------------------
+
+    def finish(self) -> Streamed:
+        """Flush everything: part files of messages and deliveries, the small tables, ledger."""
+        from emulator.sim.chunkpass import write_messages
+
+        self.flush_deliveries()
+        if self.sealed is not None:
+            self._retire()
+        if self.messages > self.cur_lo:
+            self._seal()
+            self._retire()
+        if self._dparts is None:
+            path = self._spool() / f"deliveries.r{self.replication}.parquet"
+            self._dparts = PartWriter(path, "deliveries")
+        dpath = self._dparts.close()
+        mpath, ledger = write_messages(self)
+        shutil.rmtree(self.files().dir, ignore_errors=True)
+        return Streamed(
+            parts={"messages": mpath, "deliveries": dpath},
+            small=self.small_tables(),
+            ledger=ledger,
+            messages=self.messages,
+        )
 
     def tables(self, replication: int) -> dict[str, pa.Table]:
-        """The four record tables with exactly the ``testbed.core.records`` schemas."""
-        names = pa.array(self.names, type=pa.string())
-        n = len(self.m_size)
-        rep_m = np.full(n, replication, dtype=np.int32)
-        t_conf = np.frombuffer(self.m_t_confirm, dtype=np.float64)
-        t_pub = np.frombuffer(self.m_t_publish, dtype=np.float64)
-        messages = pa.Table.from_arrays(
-            [
-                pa.array(np.arange(n, dtype=np.int64)).cast(pa.string()),
-                _take(names, self.m_flow),
-                _take(names, self.m_dest),
-                _take(names, self.m_producer),
-                pa.array(np.rint(np.frombuffer(self.m_size, dtype=np.float64)).astype(np.int64)),
-                pa.array(np.frombuffer(self.m_t_intended, dtype=np.float64)),
-                pa.array(t_pub, mask=np.isnan(t_pub)),  # null: a send missed while cut off
-                pa.array(t_conf, mask=np.isnan(t_conf)),
-                pa.array(rep_m),
-            ],
-            schema=MESSAGES,
-        )
-        msg = np.frombuffer(self.d_msg, dtype=np.int64)
-        attempt = np.frombuffer(self.d_attempt, dtype=np.int32)
-        t_del = np.frombuffer(self.d_t_deliver, dtype=np.float64)
-        outcomes = pa.array(OUTCOMES, type=pa.string())
-        deliveries = pa.Table.from_arrays(
-            [
-                pa.array(msg).cast(pa.string()),
-                _take(names, self.d_queue),
-                _take(names, self.d_consumer),
-                pa.array(attempt),
-                pa.array(t_del),
-                pa.array(np.frombuffer(self.d_t_done, dtype=np.float64)),
-                outcomes.take(pa.array(np.frombuffer(self.d_outcome, dtype=np.int8))),
-                pa.array(attempt > 1),
-                pa.array(t_del - t_pub[msg] if n else np.zeros(len(msg))),
-                pa.array(np.full(len(msg), replication, dtype=np.int32)),
-            ],
-            schema=DELIVERIES,
-        )
-        ev: list[Sequence[Any]] = (
-            list(zip(*self.events, strict=True)) if self.events else [[], [], [], []]
-        )
-        events = pa.Table.from_arrays(
-            [
-                pa.array(ev[0], type=pa.float64()),
-                pa.array(ev[1], type=pa.string()),
-                pa.array(ev[2], type=pa.string()),
-                pa.array(ev[3], type=pa.string()),
-                pa.array(np.full(len(self.events), replication, dtype=np.int32)),
-            ],
-            schema=EVENTS,
-        )
-        cols: list[Sequence[Any]] = (
-            list(zip(*self.series, strict=True)) if self.series else [[]] * 11
-        )
-        series = pa.Table.from_arrays(
-            [pa.array(c, type=TIMESERIES.field(i).type) for i, c in enumerate(cols)]
-            + [pa.array(np.full(len(self.series), replication, dtype=np.int32))],
-            schema=TIMESERIES,
-        )
-        return {
-            "messages": messages,
-            "deliveries": deliveries,
-            "timeseries": series,
-            "events": events,
-        }
+        """The four record tables, in memory (for ``Model.run``: small replications)."""
+        flushed = self.replication  # deliveries already written carry it (Model sets none)
+        self.replication = replication
+        try:
+            done = self.finish()
+            dels = pq.read_table(done.parts["deliveries"], schema=DELIVERIES)
+            if flushed != replication:
+                rep = pa.array(np.full(dels.num_rows, replication, dtype=np.int32))
+                dels = dels.set_column(
+                    DELIVERIES.get_field_index("replication"), "replication", rep
+                )
+            messages = pq.read_table(done.parts["messages"], schema=MESSAGES)
+            return {"messages": messages, "deliveries": dels, **done.small}
+        finally:
+            if self._private is not None:
+                shutil.rmtree(self._private, ignore_errors=True)
 
+    def small_tables(self) -> dict[str, pa.Table]:
+        """``timeseries`` and ``events`` (a few rows a second: kept in memory)."""
+        from emulator.sim.chunkpass import small_tables
 
-def _take(names: pa.Array, idx: array) -> pa.Array:
-    """Strings by index, in C (a name table lookup, no Python object per row)."""
-    return names.take(pa.array(np.frombuffer(idx, dtype=np.int32)))
+        return small_tables(self.events, self.series, self.replication)

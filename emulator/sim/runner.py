@@ -1,71 +1,111 @@
-"""Run replications, in parallel processes when it pays (spawn-safe).
+"""Run replications, in parallel processes when it pays (spawn-safe), streaming their records.
 
 Each replication is a separate ``Model`` with its own random streams (replication number in the
-seed's spawn key, see ``emulator.sim.kernel``). Several replications run in a
-``ProcessPoolExecutor`` with the *spawn* start method — safe with threads in the parent and on
-every platform — so the worker entry point is this module's top-level ``run_replication``. A
-single replication, or ``processes=1``, runs in the calling process (no start-up cost).
+seed's spawn key, see ``emulator.sim.kernel``). Its recorder streams the messages and
+deliveries to part files in ``directory`` while it runs (``emulator.sim.recorder``) and a
+``FigureStream`` accumulates its summary figures from the same records, so a replication's
+peak memory follows the messages in flight, not the run's length; what comes back to the
+parent is small (part paths, ledger, figures, the timeseries and events tables).
+
+Several replications run in a ``ProcessPoolExecutor`` with the *spawn* start method — safe
+with threads in the parent and on every platform — so the worker entry point is this
+module's top-level ``run_replication``. A single replication, or ``processes=1``, runs in the
+calling process (no start-up cost).
 """
 
 from __future__ import annotations
 
-__all__ = ["run_replication", "run_replications", "concat_tables"]
+__all__ = ["ReplicationResult", "run_replication", "run_replications"]
 
 import multiprocessing
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
-from emulator.sim.model import Model, SimResult
+from emulator.sim.model import Model
+from emulator.sim.summary import FigureStream, Key, load_window
 from testbed.core.profile import Profile
-from testbed.core.records import SCHEMAS
+from testbed.core.records import Ledger
 from testbed.core.scenario import Scenario
 
 
-def run_replication(scenario: Scenario, profile: Profile, replication: int) -> SimResult:
-    """Build and run one replication (the worker entry point)."""
-    return Model(scenario, profile, replication).run()
+@dataclass
+class ReplicationResult:
+    """One streamed replication: where its big tables are and its figures."""
+
+    replication: int
+    parts: dict[str, Path]
+    """``messages`` and ``deliveries``: this replication's Parquet part files."""
+    small: dict[str, pa.Table]
+    """``timeseries`` and ``events``."""
+    ledger: Ledger
+    figures: dict[Key, float]
+    messages: int
+    sim_end: float
+    wall_s: float
+
+
+def run_replication(
+    scenario: Scenario, profile: Profile, replication: int, directory: Path
+) -> ReplicationResult:
+    """Build and run one replication, streaming into ``directory`` (the worker entry point)."""
+    model = Model(scenario, profile, replication)
+    t0 = time.perf_counter()
+    rec = model.rec
+    rec.configure(directory, replication)
+    window = load_window(rec.small_tables()["events"])  # the phases are recorded at build
+    figures = FigureStream(window, side=Path(directory) / f"latency.r{replication}.bin")
+    rec.listeners.append(figures)
+    model.env.run(until=model.stop_event)
+    done = rec.finish()
+    return ReplicationResult(
+        replication=replication,
+        parts=done.parts,
+        small=done.small,
+        ledger=done.ledger,
+        figures=figures.figures(rec.names, rec.names, done.small["timeseries"], done.ledger),
+        messages=done.messages,
+        sim_end=float(model.env.now),
+        wall_s=time.perf_counter() - t0,
+    )
 
 
 def run_replications(
     scenario: Scenario,
     profile: Profile,
     replications: int,
+    directory: Path,
     processes: int | None = None,
-    progress: Callable[[SimResult], None] | None = None,
-) -> list[SimResult]:
+    progress: Callable[[ReplicationResult], None] | None = None,
+) -> list[ReplicationResult]:
     """Replications ``0..replications-1``, ordered by replication number."""
     if replications < 1:
         raise ValueError(f"replications must be ≥ 1, got {replications!r}")
     if processes is None:
         processes = min(replications, os.cpu_count() or 1)
     processes = max(1, min(processes, replications))
-    results: list[SimResult] = []
+    results: list[ReplicationResult] = []
     if processes == 1:
         for r in range(replications):
-            res = run_replication(scenario, profile, r)
+            res = run_replication(scenario, profile, r, directory)
             if progress:
                 progress(res)
             results.append(res)
         return results
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=processes, mp_context=ctx) as pool:
-        futures = [pool.submit(run_replication, scenario, profile, r) for r in range(replications)]
+        futures = [
+            pool.submit(run_replication, scenario, profile, r, directory)
+            for r in range(replications)
+        ]
         for f in futures:
             res = f.result()
             if progress:
                 progress(res)
             results.append(res)
     return results
-
-
-def concat_tables(results: list[SimResult]) -> dict[str, pa.Table]:
-    """All replications' tables, one table per record kind."""
-    return {
-        name: pa.concat_tables([r.tables[name] for r in results])
-        if results
-        else schema.empty_table()
-        for name, schema in SCHEMAS.items()
-    }

@@ -15,9 +15,8 @@ Per replication, for all traffic (``queue``/``flow`` null), per queue and per me
 - ``publish_delay_mean_s``: ``t_publish - t_intended`` of messages published in the window;
 - ``confirm_mean_s``: ``t_confirm - t_publish`` of the confirmed ones among them;
 - ``queue_depth_mean``: the exact time-average over the window of the copies in each queue,
-  published and not yet settled, from the records (overall = the sum over queues): the
-  definition of ``testbed.analysis.metrics`` (its module docstring says why not the sampled
-  ``depth_ready + depth_unacked``);
+  from the records (``emulator.sim.depth``; the definition of ``testbed.analysis.metrics``,
+  whose module docstring says why not the sampled ``depth_ready + depth_unacked``);
 - ``losses``/``duplicates``: the ledger's ``lost``/``duplicated`` (overall).
 The across-replication figure is the mean with a Student-t 95 % interval (``null`` for one
 replication); ``values`` lists the per-replication figures.
@@ -25,11 +24,12 @@ replication); ``values`` lists the per-replication figures.
 
 from __future__ import annotations
 
-__all__ = ["load_window", "replication_metrics", "summarize", "mean_ci"]
+__all__ = ["load_window", "replication_metrics", "summarize", "mean_ci", "FigureStream"]
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,8 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from emulator.sim.depth import DepthStream
+from emulator.sim.select import quantiles
+from emulator.sim.spool import SideFile
 from testbed.core.ledger import codes, message_index
-from testbed.core.records import Ledger
+from testbed.core.records import OUTCOMES, Ledger
 
 Key = tuple[str, str | None, str | None]  # (metric, queue, flow)
 
@@ -76,46 +79,155 @@ def _numbers(column: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.fill_null(column, np.nan).to_numpy(zero_copy_only=False), dtype=float)
 
 
-def _group_figures(
-    out: dict[Key, float],
-    key: tuple[str | None, str | None],
-    window: tuple[float, float],
-    done: np.ndarray,
-    pub: np.ndarray,
-    lat: np.ndarray,
-) -> None:
-    """Throughput and latency figures of one group of acked deliveries."""
-    start, end = window
-    q, f = key
-    if end > start:
-        out[("throughput_msg_s", q, f)] = float(
-            np.count_nonzero((done >= start) & (done < end)) / (end - start)
+_LAT_ROW = np.dtype([("lat", "<f8"), ("q", "<i4"), ("f", "<i4")])
+_ACKED = OUTCOMES.index("acked")
+Group = tuple[str, int]  # ("all", 0), ("queue", code) or ("flow", code)
+
+
+class FigureStream:
+    """The figures of one replication, accumulated as its records stream past.
+
+    ``deliveries`` takes batches of delivery columns (a ``emulator.sim.recorder`` listener),
+    ``messages`` chunks of message columns with their final confirms; ``figures`` gives what
+    ``replication_metrics`` gives for the whole tables. Counts and sums accumulate per group
+    (all traffic, queue, flow); the latencies of the window go to ``side`` (a file; in memory
+    without one) for the exact quantiles of ``emulator.sim.select``. Means are sums over the
+    batches: with one batch they equal numpy's ``mean`` bit for bit, with several they may
+    differ in the last bits (a different summation order).
+    """
+
+    def __init__(self, window: tuple[float, float], side: Path | None = None) -> None:
+        start, end = window
+        self.start, self.end = start, (end if math.isfinite(end) else start)
+        self.tp: dict[Group, int] = {("all", 0): 0}  # acked done in the window, per group
+        self.lat: dict[Group, list[float]] = {}  # [n, sum latency, sum end-to-end]
+        self.pub: dict[int | None, list[float]] = {}  # [n, sum delay, n confirms, sum confirm]
+        # (counts kept as floats in the lists: exact below 2**53)
+        self.side = SideFile(side, _LAT_ROW) if side is not None else None
+        self.kept: list[np.ndarray] = []
+        self.depth = DepthStream(self.start, self.end)
+
+    def deliveries(self, cols: dict[str, np.ndarray]) -> None:
+        """A batch of deliveries (recorder columns, with ``t_publish`` and ``flow``)."""
+        ok = cols["outcome"] == _ACKED
+        self.depth.deliveries(cols["msg"], cols["queue"], cols["outcome"], cols["t_publish"],
+                              cols["t_deliver"], cols["t_done"])  # fmt: skip
+        self.add_acked(
+            cols["t_done"][ok],
+            (cols["t_deliver"] - cols["t_publish"])[ok],
+            cols["t_publish"][ok],
+            cols["queue"][ok],
+            cols["flow"][ok],
         )
-    inside = (pub >= start) & (pub < end)
-    if not inside.any():
-        return
-    x = lat[inside]
-    p50, p95, p99 = np.quantile(x, [0.5, 0.95, 0.99])
-    out[("latency_mean_s", q, f)] = float(x.mean())
-    out[("latency_p50_s", q, f)] = float(p50)
-    out[("latency_p95_s", q, f)] = float(p95)
-    out[("latency_p99_s", q, f)] = float(p99)
-    out[("end_to_end_mean_s", q, f)] = float((done[inside] - pub[inside]).mean())
+
+    def add_acked(
+        self, done: np.ndarray, lat: np.ndarray, pub: np.ndarray, q: np.ndarray, f: np.ndarray
+    ) -> None:
+        start, end = self.start, self.end
+        in_done = (done >= start) & (done < end)
+        inside = (pub >= start) & (pub < end)
+        groups: list[tuple[Group, np.ndarray | None]] = [(("all", 0), None)]
+        groups += [(("queue", int(k)), q == k) for k in np.unique(q)]
+        groups += [(("flow", int(k)), f == k) for k in np.unique(f)]
+        for g, sel in groups:
+            d_in = in_done if sel is None else in_done & sel
+            self.tp[g] = self.tp.get(g, 0) + int(np.count_nonzero(d_in))
+            ins = inside if sel is None else inside & sel
+            if ins.any():
+                acc = self.lat.setdefault(g, [0.0, 0.0, 0.0])
+                acc[0] += int(np.count_nonzero(ins))
+                acc[1] += float(lat[ins].sum())
+                acc[2] += float((done[ins] - pub[ins]).sum())
+        rows = np.empty(int(np.count_nonzero(inside)), dtype=_LAT_ROW)
+        rows["lat"], rows["q"], rows["f"] = lat[inside], q[inside], f[inside]
+        if self.side is not None:
+            self.side.append(rows)
+        else:
+            self.kept.append(rows)
+
+    def messages(self, cols: dict[str, np.ndarray]) -> None:
+        """A chunk of messages (recorder columns, final ``t_confirm``; with ``msg`` and
+        ``dest`` the undelivered ones count in the queue depth)."""
+        t_pub, flow = cols["t_publish"], cols["flow"]
+        if "msg" in cols and "dest" in cols:
+            self.depth.messages(cols["msg"], cols["dest"], t_pub)
+        in_window = (t_pub >= self.start) & (t_pub < self.end)
+        groups: list[tuple[int | None, np.ndarray]] = [(None, in_window)]
+        groups += [(int(k), in_window & (flow == k)) for k in np.unique(flow)]
+        for g, sel in groups:
+            if not sel.any():
+                continue
+            acc = self.pub.setdefault(g, [0.0, 0.0, 0.0, 0.0])
+            acc[0] += int(np.count_nonzero(sel))
+            acc[1] += float((t_pub[sel] - cols["t_intended"][sel]).sum())
+            confirm = cols["t_confirm"][sel] - t_pub[sel]
+            confirm = confirm[~np.isnan(confirm)]
+            acc[2] += len(confirm)
+            acc[3] += float(confirm.sum())
+
+    def _blocks(self, g: Group) -> Any:
+        def blocks() -> Iterator[np.ndarray]:
+            source = self.side.blocks() if self.side is not None else iter(self.kept)
+            for rows in source:
+                if g[0] == "all":
+                    yield rows["lat"]
+                else:
+                    yield rows["lat"][rows["q" if g[0] == "queue" else "f"] == g[1]]
+
+        return blocks
+
+    def figures(
+        self,
+        queues: list[str],
+        flows: list[str],
+        timeseries: pa.Table,
+        ledger: Ledger | None = None,
+        depth_names: list[str] | None = None,
+    ) -> dict[Key, float]:
+        """Every figure, keyed by (metric, queue, flow); ``queues``/``flows`` name the codes
+        (``depth_names`` those of the depth's queue codes, default ``queues``)."""
+        out: dict[Key, float] = {}
+        span = self.end - self.start
+        for g, count in self.tp.items():
+            key = (
+                None if g[0] != "queue" else queues[g[1]],
+                None if g[0] != "flow" else flows[g[1]],
+            )
+            if span > 0:
+                out[("throughput_msg_s", *key)] = float(count / span)
+            acc = self.lat.get(g)
+            if acc is None:
+                continue
+            k = int(acc[0])
+            p50, p95, p99 = quantiles(self._blocks(g), k, [0.5, 0.95, 0.99])
+            out[("latency_mean_s", *key)] = acc[1] / k
+            out[("latency_p50_s", *key)] = p50
+            out[("latency_p95_s", *key)] = p95
+            out[("latency_p99_s", *key)] = p99
+            out[("end_to_end_mean_s", *key)] = acc[2] / k
+        for fk, (n, delay, nc, conf) in self.pub.items():
+            fname = None if fk is None else flows[fk]
+            if span > 0:
+                out[("publish_rate_msg_s", None, fname)] = float(int(n) / span)
+            out[("publish_delay_mean_s", None, fname)] = delay / n
+            if nc:
+                out[("confirm_mean_s", None, fname)] = conf / nc
+        out.update(self.depth.figures(depth_names if depth_names is not None else queues))
+        if ledger is not None:
+            out[("losses", None, None)] = float(ledger.lost)
+            out[("duplicates", None, None)] = float(ledger.duplicated)
+        if self.side is not None:
+            self.side.remove()
+        return out
 
 
 def replication_metrics(
     tables: dict[str, pa.Table], ledger: Ledger | None = None
 ) -> dict[Key, float]:
     """Every figure of one replication's tables, keyed by (metric, queue, flow)."""
-    start, end = load_window(tables["events"])
-    if not math.isfinite(end):
-        end = start
-    window = (start, end)
-    span = end - start
+    fs = FigureStream(load_window(tables["events"]))
     msgs = tables["messages"]
     t_pub = _numbers(msgs["t_publish"])
-    t_int = _numbers(msgs["t_intended"])
-    t_conf = _numbers(msgs["t_confirm"])
     flow, flows = codes(msgs["flow"])
     dels = tables["deliveries"]
     acked = dels.select(["msg_id", "queue", "t_done", "latency_s"]).filter(
@@ -123,78 +235,42 @@ def replication_metrics(
     )
     idx = message_index(acked["msg_id"], msgs)
     known = idx >= 0
-    done = _numbers(acked["t_done"])[known]
-    lat = _numbers(acked["latency_s"])[known]
-    pub = t_pub[idx[known]]
-    dflow = flow[idx[known]]
     queue, queues = codes(acked["queue"])
-    queue = queue[known]
-    out: dict[Key, float] = {}
-    _group_figures(out, (None, None), window, done, pub, lat)
-    for k, name in sorted(enumerate(queues), key=lambda kv: kv[1]):
-        sel = queue == k
-        _group_figures(out, (name, None), window, done[sel], pub[sel], lat[sel])
-    for k, name in sorted(enumerate(flows), key=lambda kv: kv[1]):
-        sel = dflow == k
-        if sel.any():
-            _group_figures(out, (None, name), window, done[sel], pub[sel], lat[sel])
-
-    in_window = (t_pub >= start) & (t_pub < end)
-    groups: list[tuple[str | None, np.ndarray]] = [(None, in_window)]
-    groups += [
-        (name, in_window & (flow == k))
-        for k, name in sorted(enumerate(flows), key=lambda kv: kv[1])
-    ]
-    for fname, sel in groups:
-        if not sel.any():
-            continue
-        if span > 0:
-            out[("publish_rate_msg_s", None, fname)] = float(np.count_nonzero(sel) / span)
-        out[("publish_delay_mean_s", None, fname)] = float((t_pub[sel] - t_int[sel]).mean())
-        confirm = t_conf[sel] - t_pub[sel]
-        confirm = confirm[~np.isnan(confirm)]
-        if len(confirm):
-            out[("confirm_mean_s", None, fname)] = float(confirm.mean())
-
-    out.update(_depth(tables, start, end))
-    if ledger is not None:
-        out[("losses", None, None)] = float(ledger.lost)
-        out[("duplicates", None, None)] = float(ledger.duplicated)
-    return out
-
-
-SETTLED = ("acked", "dropped", "dead_lettered")
-
-
-def _depth(tables: dict[str, pa.Table], start: float, end: float) -> dict[Key, float]:
-    """``queue_depth_mean`` per queue and overall (see the module docstring)."""
-    if end <= start:
-        return {}
-    d = tables["deliveries"].select(["msg_id", "queue", "t_deliver", "t_done", "outcome",
-                                     "latency_s"]).to_pandas()  # fmt: skip
-    settled = d["outcome"].isin(SETTLED)
-    d["t_in"] = d["t_deliver"] - d["latency_s"]
-    d["t_out"] = d["t_done"].fillna(d["t_deliver"]).where(settled)
-    copies = d.groupby(["queue", "msg_id"], sort=False).agg(t_in=("t_in", "min"),
-                                                           t_out=("t_out", "max"))  # fmt: skip
-    copies = copies.reset_index().dropna(subset=["t_in"])
-    m = tables["messages"].select(["msg_id", "queue", "t_publish"]).to_pandas()
-    never = m[m["t_publish"].notna() & ~m["msg_id"].isin(d["msg_id"])]
-    rows = pd.concat(
-        [
-            copies[["queue", "t_in", "t_out"]],
-            pd.DataFrame({"queue": never["queue"], "t_in": never["t_publish"], "t_out": np.nan}),
-        ]
+    fs.add_acked(
+        _numbers(acked["t_done"])[known],
+        _numbers(acked["latency_s"])[known],
+        t_pub[idx[known]],
+        queue[known],
+        flow[idx[known]],
     )
-    if rows.empty:
-        return {}
-    leave = np.minimum(rows["t_out"].fillna(end).to_numpy(dtype=float), end)
-    area = np.clip(leave - np.maximum(rows["t_in"].to_numpy(dtype=float), start), 0.0, None)
-    per_queue = pd.Series(area).groupby(rows["queue"].to_numpy()).sum() / (end - start)
-    out: dict[Key, float] = {("queue_depth_mean", None, None): float(per_queue.sum())}
-    for q, value in per_queue.sort_index().items():
-        out[("queue_depth_mean", str(q), None)] = float(value)
-    return out
+    names = sorted(set(dels["queue"].to_pylist()) | set(msgs["queue"].to_pylist()) - {None})
+    m_all = message_index(dels["msg_id"], msgs)
+    seen = m_all >= 0
+    fs.depth.deliveries(
+        m_all[seen],
+        _codes_in(dels["queue"], names)[seen],
+        _codes_in(dels["outcome"], list(OUTCOMES))[seen],
+        t_pub[m_all[seen]],
+        _numbers(dels["t_deliver"])[seen],
+        _numbers(dels["t_done"])[seen],
+    )
+    fs.messages(
+        {
+            "flow": flow,
+            "t_intended": _numbers(msgs["t_intended"]),
+            "t_publish": t_pub,
+            "t_confirm": _numbers(msgs["t_confirm"]),
+            "msg": np.arange(len(t_pub)),
+            "dest": _codes_in(msgs["queue"], names),
+        }
+    )
+    return fs.figures(queues, flows, tables["timeseries"], ledger, depth_names=names)
+
+
+def _codes_in(column: Any, names: list[str]) -> np.ndarray:
+    """Each value's index in ``names`` (-1 for a null or an unknown one)."""
+    found = pc.index_in(column, value_set=pa.array(names, type=pa.string()))
+    return np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def summarize(

@@ -12,11 +12,11 @@ excluded), per queue and for the whole run (queue ``"*"``):
   load-window latency sample (:func:`testbed.analysis.latency.acked_in_load`), percentiles by
   ``percentile_approx`` at accuracy 10 000 (rank error ≤ 0.01 % of the sample);
 - ``queue_depth_mean``: the exact time-average, over the load window, of the number of message
-  copies in the queue — published and not yet settled — from the records (:func:`_depth`): a
-  copy is in its queue from its publish (``t_deliver - latency_s`` of its deliveries) until its
-  last delivery that settled it (``acked``, ``dropped`` or ``dead_lettered``: ``t_done``); a copy
-  never settled (still queued at the end, or lost) counts until the window ends, a message never
-  delivered at all counts in its ``messages.queue`` from its publish. For the whole run, the sum
+  copies in the queue — published and not yet settled — from the records (:func:`_depth`):
+  every delivery that settles a copy (``acked``, ``dropped``, ``dead_lettered``) counts from the
+  message's publish (``t_deliver - latency_s``) to its ``t_done``; a copy delivered but never
+  settled (still queued at the end, or lost) counts from its publish until the window ends, and
+  so does a message never delivered at all, in its ``messages.queue``. For the whole run, the sum
   over queues. The broker's own sampled depth (``depth_ready + depth_unacked``) stays in the
   windows and plots; it is not the judged figure because a 1 s snapshot of a queue whose depth
   turns over in milliseconds swings ±25 % per replication (RabbitMQ's management figures are
@@ -84,28 +84,29 @@ SETTLED = ["acked", "dropped", "dead_lettered"]
 
 def _depth(deliveries: DataFrame, messages: DataFrame, load: LoadWindows) -> DataFrame:
     """Time-average copies in each queue over the load window (see the module docstring)."""
-    settle = F.when(F.col("outcome").isin(SETTLED), F.coalesce("t_done", "t_deliver"))
-    copies = (
-        deliveries.groupBy(*KEYS, "queue", "msg_id")
-        .agg(
-            F.min(F.col("t_deliver") - F.col("latency_s")).alias("t_in"),
-            F.max(settle).alias("t_out"),
-        )
-        .where(F.col("t_in").isNotNull())
+    t_in = F.col("t_deliver") - F.col("latency_s")
+    settles = F.col("outcome").isin(SETTLED)
+    rows = deliveries.where(t_in.isNotNull()).select(
+        *KEYS, "queue", "msg_id", t_in.alias("t_in"),
+        F.when(settles, F.coalesce("t_done", "t_deliver")).alias("t_out"),
+    )  # fmt: skip
+    unsettled = (
+        rows.groupBy(*KEYS, "queue", "msg_id")
+        .agg(F.min("t_in").alias("t_in"), F.count("t_out").alias("settles"))
+        .where(F.col("settles") == 0)
+        .select(*KEYS, "queue", "t_in", F.lit(None).cast("double").alias("t_out"))
     )
     never = (
         messages.where(F.col("t_publish").isNotNull())
         .join(deliveries.select(*KEYS, "msg_id").distinct(), [*KEYS, "msg_id"], "left_anti")
-        .select(
-            *KEYS,
-            "queue",
-            F.col("t_publish").alias("t_in"),
-            F.lit(None).cast("double").alias("t_out"),
-        )
-    )
+        .select(*KEYS, "queue", F.col("t_publish").alias("t_in"),
+                F.lit(None).cast("double").alias("t_out"))
+    )  # fmt: skip
     start, end = load.start(), load.end()
     inside = (
-        copies.select(*KEYS, "queue", "t_in", "t_out")
+        rows.where(F.col("t_out").isNotNull())
+        .select(*KEYS, "queue", "t_in", "t_out")
+        .unionByName(unsettled)
         .unionByName(never)
         .withColumn(
             "area",

@@ -1,7 +1,7 @@
 """Simulator performance: messages per wall second, growth with size, peak memory.
 
-    .venv/bin/python tests/bench/bench_sim.py            # ~1 min on a 2-vCPU machine
-    .venv/bin/python tests/bench/bench_sim.py --quick    # skips the 1e6-message run
+    .venv/bin/python tests/bench/bench_sim.py            # ~5 min on a 2-vCPU machine
+    .venv/bin/python tests/bench/bench_sim.py --quick    # skips the 1e6-message and 1 h runs
 
 A plain script that prints figures (not a timed unit test). The scenario is quickstart-shaped
 (two Poisson producers with publisher confirms → one queue → consumers with exponential
@@ -13,6 +13,14 @@ that short simulated durations carry many messages (ρ ≈ 0.6).
    summarise) at 1e4, 1e5, 1e6 messages in fresh processes; cost per message must stay flat.
 3. Peak memory: the max RSS of those processes (``resource.getrusage``), the 1e6 one being
    the figure asked for.
+4. Memory flat in the run's length (issue 18 §3): a prediction of the quickstart shape at
+   1,000 msg/s (10 producers × 100/s, 10 consumers), 6 minutes vs 1 hour (3.6 M messages;
+   ``--quick``: 36 s vs 6 min), each in a fresh process: peak RSS, and the ratio (target:
+   1 h < 512 MiB and within 1.2 × the 6-minute run).
+5. Side by side with the peers (issue 18 §4, ``tests/bench/peers.py``): an M/M/2 station and
+   an M/M/1 → M/M/1 tandem in bare SimPy, Ciw and mqbed's simulator — mean sojourn with its
+   95 % interval (the three must overlap), simulated customers per wall second and the ratio
+   to bare SimPy.
 """
 
 from __future__ import annotations
@@ -102,13 +110,98 @@ def child(messages: float) -> None:
     )
 
 
+HOUR = """
+name: bench-hour
+seed: 42
+duration: {duration}s
+warmup: 5s
+drain_timeout: 30s
+broker: {{kind: rabbitmq}}
+topology:
+  queues: [{{name: work, durable: true}}]
+producers:
+  - {{name: orders, count: 10, queue: work, arrival: {{kind: poisson, rate: 100/s}},
+      size: 1KB, persistent: false, confirms: true}}
+consumers:
+  - {{name: workers, queue: work, count: 10, prefetch: 10, ack: after_processing,
+      service_time: {{kind: exponential, mean: 5ms}}}}
+"""
+
+
+def child_hour(duration: float) -> None:
+    """A quickstart-shaped prediction at 1,000 msg/s in this (fresh) process; a JSON line."""
+    from emulator.predict import predict
+    from testbed.core.scenario_loader import parse_scenario
+
+    s, issues = parse_scenario(HOUR.format(duration=duration))
+    assert s is not None, [str(i) for i in issues]
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        res = predict(s, Path(tmp), replications=1, processes=1)
+        wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"messages": res.messages, "wall_s": wall, "peak_rss_mib": rss}))
+
+
+def _fresh(*args: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True, cwd=ROOT
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def memory_flat(quick: bool) -> None:
+    short, long = (36.0, 360.0) if quick else (360.0, 3600.0)
+    a, b = _fresh("--child-hour", str(short)), _fresh("--child-hour", str(long))
+    ratio = b["peak_rss_mib"] / a["peak_rss_mib"]
+    ok = ratio <= 1.2 and b["peak_rss_mib"] < 512
+    verdict = "not judged: --quick" if quick else ("pass" if ok else "FAIL")
+    print("4. memory vs run length (quickstart shape, 1,000 msg/s, 10 consumers, fresh process):")
+    for d, r in ((short, a), (long, b)):
+        print(
+            f"   {d / 60:>5.1f} min {r['messages']:>10,} messages {r['wall_s']:>7.1f} s wall "
+            f"{r['peak_rss_mib']:>6.0f} MiB peak RSS"
+        )
+    print(
+        f"   peak RSS {long / 60:.0f} min / {short / 60:.1f} min: ×{ratio:.2f} "
+        f"(target for 1 h vs 6 min: ≤ 1.2 and < 512 MiB; {verdict})"
+    )
+
+
+def peers(quick: bool) -> None:
+    from tests.bench.peers import QueueModel, agree, compare
+
+    horizon, reps = (60.0, 4) if quick else (300.0, 8)
+    print(f"5. peers on the same model ({reps} replications of {horizon:.0f} s each):")
+    print(
+        f"   {'model':<26} {'engine':<6} {'mean sojourn ms [95% CI]':>32} {'msg/s':>9} {'÷ SimPy':>8}"
+    )
+    for m in (
+        QueueModel("M/M/2 (λ=160, μ=100)", 160.0, (100.0,), 2),
+        QueueModel("M/M/1→M/M/1 (60; 100, 80)", 60.0, (100.0, 80.0)),
+    ):
+        res = compare(m, horizon, reps)
+        base = res["simpy"]["msg_s"]
+        for name, r in res.items():
+            lo, hi = r["ci"]
+            ci = f"{1e3 * r['mean']:.2f} [{1e3 * lo:.2f}, {1e3 * hi:.2f}]"
+            print(
+                f"   {m.name:<26} {name:<6} {ci:>32} {r['msg_s']:>9,.0f} {r['msg_s'] / base:>8.2f}"
+            )
+        print(f"   {'':<26} agree (95 % intervals overlap): {'yes' if agree(res) else 'NO'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the 1e6-message run")
     ap.add_argument("--child", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--child-hour", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child)
+        return
+    if args.child_hour:
+        child_hour(args.child_hour)
         return
 
     rate, n = throughput(2e5)
@@ -150,6 +243,8 @@ def main() -> None:
         f"{big['peak_rss_mib']:.0f} MiB RSS (≈{extra * 2**20:.0f} bytes per message "
         f"above a {rows[0]['peak_rss_mib']:.0f} MiB base)"
     )
+    memory_flat(args.quick)
+    peers(args.quick)
 
 
 if __name__ == "__main__":

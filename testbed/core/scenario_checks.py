@@ -197,7 +197,9 @@ def _check_producers(c: _Collector, s: Scenario, base_dir: Path) -> None:
         if p.stop is not None and p.stop <= p.start:
             c.error(pp + ("stop",), f"stop {p.stop:g}s must be after start {p.start:g}s")
         arr = p.arrival
-        if isinstance(arr, ClosedArrival) and not p.confirms:
+        if isinstance(arr, ClosedArrival) and not p.confirms and s.broker.model != "shared_lock":
+            # (shared_lock: a writer holds the broker's lock for its write, so a closed producer
+            # blocks on the write itself — docs/models.md §3b — and the warning would mislead)
             c.warn(
                 pp + ("confirms",),
                 "a closed-loop producer without confirms blocks only until "

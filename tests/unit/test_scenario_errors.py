@@ -287,3 +287,21 @@ def test_yaml_boolean_words_as_keys_stay_names() -> None:
     scenario, issues = parse_scenario(doc, "s.yaml")
     assert scenario is not None, [str(i) for i in issues]
     assert scenario.consumers[0].follow_ups[0].on == "p"
+
+
+def test_closed_producer_without_confirms_warns_except_on_a_shared_lock() -> None:
+    from testbed.core.scenario_loader import parse_scenario
+
+    text = """
+name: closed
+duration: 10s
+broker: {{kind: rabbitmq{model}}}
+topology: {{queues: [{{name: q}}]}}
+producers:
+  - {{name: p, queue: q, arrival: {{kind: closed, think_time: {{kind: deterministic, value: 1ms}}}}}}
+"""
+    for model, warned in (("", True), (", model: shared_lock", False)):
+        scenario, issues = parse_scenario(text.format(model=model))
+        assert scenario is not None, issues
+        socket = [i for i in issues if "blocks only until the socket write" in str(i)]
+        assert bool(socket) is warned, (model, issues)

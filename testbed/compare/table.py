@@ -54,6 +54,15 @@ class CompareRow:
         return "▲" if self.rise else "▼"
 
     @property
+    def tone(self) -> str:
+        """``ok`` a significant improvement, ``bad`` a significant regression, else ``na``
+        (from the metric's better direction in :data:`UNITS`)."""
+        if not self.significant:
+            return "na"
+        higher_better = UNITS[self.metric][1] == "higher is better"
+        return "ok" if self.rise == higher_better else "bad"
+
+    @property
     def verdict(self) -> str:
         return {None: "no interval", False: "not significant", True: "significant"}[
             self.significant

@@ -133,3 +133,18 @@ def test_block_bootstrap_spreads_as_much_as_the_mean_does() -> None:
         ratios.append(((weights @ x / 9) * factor).std() / (1 / 3))
     assert factor == pytest.approx((9 / 6) ** 0.5)
     assert 0.92 < float(np.mean(np.square(ratios))) < 1.08
+
+
+def test_a_significant_change_is_coloured_by_the_metric_s_better_direction() -> None:
+    from testbed.compare.table import rows
+
+    def doc(metric: str, diff: float, significant: bool | None) -> dict:
+        entry = {"metric": metric, "baseline": 1.0, "other": 1.0 + diff, "difference": diff,
+                 "rel_difference": diff, "interval": [diff / 2, diff * 2], "significant": significant}  # fmt: skip
+        return {"comparisons": [{"other": "b", "metrics": [entry]}]}
+
+    assert rows(doc("latency_p95_s", 0.5, True))[0].tone == "bad"
+    assert rows(doc("latency_p95_s", -0.5, True))[0].tone == "ok"
+    assert rows(doc("throughput_msg_s", 5.0, True))[0].tone == "ok"
+    assert rows(doc("throughput_msg_s", 5.0, False))[0].tone == "na"
+    assert [r.mark for r in rows(doc("losses", 3.0, True))] == ["▲"]

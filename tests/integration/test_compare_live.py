@@ -1,0 +1,76 @@
+"""`compare_runs` on real runs (session RabbitMQ, 3.5 s each): one fast and one slow
+consumer on a queue. With prefetch 1 the slow consumer holds one message at a time; with
+prefetch 50 it hoards half the messages and serves them one by one, 100 ms each: a large,
+designed latency difference. Two seeds of the prefetch-1 scenario must differ in nothing.
+
+Spark: the analysis tests' session fixture (one JVM per test process, reused by `compare_runs`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from testbed.backends.base import BrokerEndpoint
+from testbed.backends.local import LocalBackend
+from testbed.compare import compare_runs
+from testbed.run import run_scenario
+from tests.analysis.conftest import spark  # noqa: F401 - the session's Spark, see above
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = """\
+name: compare-prefetch-{prefetch}
+seed: {seed}
+duration: 3.5s
+warmup: 0.5s
+drain_timeout: 20s
+broker: {{kind: rabbitmq}}
+topology:
+  queues: [{{name: cmp}}]
+producers:
+  - {{name: p, count: 1, queue: cmp, arrival: {{kind: poisson, rate: 30/s}}, size: 200B}}
+consumers:
+  - {{name: fast, queue: cmp, count: 1, prefetch: {prefetch}, service_time: 5ms}}
+  - {{name: slow, queue: cmp, count: 1, prefetch: {prefetch}, service_time: 100ms}}
+"""
+
+
+def live(tmp_path: Path, home: Path, label: str, prefetch: int, seed: int) -> Path:
+    f = tmp_path / f"{label}.yaml"
+    f.write_text(SCENARIO.format(prefetch=prefetch, seed=seed))
+    result = run_scenario(
+        f,
+        home=home,
+        out_dir=tmp_path / label,
+        predict=False,
+        console=Console(stderr=True, quiet=True),
+    )
+    return result.run_dir
+
+
+@pytest.mark.usefixtures("spark")
+def test_prefetch_difference_is_significant_and_two_seeds_are_not(
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    a = live(tmp_path, local_backend.home, "a", prefetch=1, seed=1)
+    b = live(tmp_path, local_backend.home, "b", prefetch=1, seed=2)
+    c = live(tmp_path, local_backend.home, "c", prefetch=50, seed=1)
+    console = Console(stderr=True, record=True, width=160)
+    doc = compare_runs([a, b, c], tmp_path / "cmp", console, level=0.99)
+    seeds, prefetch = doc["comparisons"]
+    shown = console.export_text()
+
+    assert seeds["same_scenario"] and seeds["same_settings"]  # the seed aside
+    assert seeds["significant"] == [], shown
+    assert all(m["method"] in ("blocks", "poisson") for m in seeds["metrics"]), shown
+
+    assert len(doc["warnings"]) == 1 and "compare-prefetch-50" in doc["warnings"][0]
+    assert {"latency_mean_s", "latency_p95_s", "latency_p99_s"} <= set(prefetch["significant"])
+    m = {e["metric"]: e for e in prefetch["metrics"]}
+    for name in ("latency_p95_s", "latency_p99_s"):
+        assert m[name]["interval"][0] > 0.1, shown  # hoarded: waits of many 100 ms services
+    assert m["losses"]["other"] == m["duplicates"]["other"] == 0
+    assert Path(doc["files"]["html"]).read_text().count('class="comparison"') == 2

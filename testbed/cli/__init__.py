@@ -1,7 +1,7 @@
 """`mqbed` command line (README.md "Command line"). Each command is a thin shell over a module.
 
 One module per command group: `cmd_scenario` (validate, predict), `cmd_brokers` (up, down),
-`cmd_run` (run, thresholds), `cmd_reports` (report, sweep), `cmd_bench` (calibrate, bench);
+`cmd_run` (run, thresholds), `cmd_reports` (report, compare, sweep), `cmd_bench` (calibrate, bench);
 `app` holds the Typer application and shared options, `output` the ``--json`` mode,
 `exit_codes` the documented exit codes.
 """
@@ -16,7 +16,7 @@ import typer
 
 from testbed.cli import cmd_bench as _bench  # noqa: F401 - registers calibrate, bench
 from testbed.cli import cmd_brokers as _brokers  # noqa: F401 - registers up, down
-from testbed.cli import cmd_reports as _reports  # noqa: F401 - registers report, sweep
+from testbed.cli import cmd_reports as _reports  # noqa: F401 - registers report, compare, sweep
 from testbed.cli import cmd_run as _run  # noqa: F401 - registers run
 from testbed.cli import cmd_scenario as _scenario  # noqa: F401 - registers validate, predict
 from testbed.cli import exit_codes

@@ -1,8 +1,8 @@
-"""`mqbed report` and `mqbed sweep`: Spark analyses and their pages."""
+"""`mqbed report`, `mqbed compare` and `mqbed sweep`: Spark analyses and their pages."""
 
 from __future__ import annotations
 
-__all__ = ["report", "sweep"]
+__all__ = ["compare", "report", "sweep"]
 
 from pathlib import Path
 from typing import Annotated
@@ -45,6 +45,33 @@ def report(
                 say(out, f"report: {path}")
         if len(run_dirs) > 1:
             doc["runs_summary"] = str(run_dirs[0].resolve().parent / f"{RUNS_SUMMARY}.html")
+
+
+@app.command()
+def compare(
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(help="Run directories; the first is the baseline.", metavar="RUN_DIR..."),
+    ],
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", metavar="DIR", help="Write compare.html, compare.md and compare.json here."
+        ),
+    ] = None,
+    level: Annotated[
+        float,
+        typer.Option(min=0.5, max=0.999, metavar="P", help="Joint confidence of the intervals."),
+    ] = 0.95,
+    spark_master: SparkOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare measured runs: per metric both values, the difference and a bootstrap interval
+    of it, significant or not (docs/compare.md)."""
+    from testbed.compare import compare_runs
+
+    with json_output(as_json) as doc:
+        doc.update(compare_runs(run_dirs, out_dir, err, level=level, spark_master=spark_master))
 
 
 @app.command()

@@ -1,7 +1,8 @@
 """``python -m testbed.compare RUN_A RUN_B [...] [--out DIR] [--json]``.
 
-Exit codes: 0 compared (whatever the differences), 2 usage or input error (fewer than two
-runs, a directory that is not a run, a run without measured data), 130 interrupted.
+Exit codes (those of ``mqbed``): 0 compared (whatever the differences), 2 usage error, 3 bad
+input (fewer than two runs, a directory that is not a run, a run without measured data), 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ examples:
 
 --out DIR writes compare.html (overlaid latency CDFs, throughput, latency and queue depth
 over time, the table), compare.md and compare.json. --json prints the JSON document on stdout;
-progress and the table go to stderr. Exit codes: 0 compared, 2 bad input, 130 interrupted."""
+progress and the table go to stderr. Exit codes: 0 compared, 2 usage error, 3 bad input (not a run, no data), 130 interrupted."""
 
 
 def parser() -> argparse.ArgumentParser:

@@ -35,7 +35,18 @@ producers: [{name: p, queue: work, arrival: 10/s}]
 consumers: [{name: c, queue: work}]
 thresholds: [lost == 0]
 """
-COMMANDS = ["validate", "up", "down", "run", "report", "sweep", "predict", "calibrate", "bench"]
+COMMANDS = [
+    "validate",
+    "up",
+    "down",
+    "run",
+    "report",
+    "compare",
+    "sweep",
+    "predict",
+    "calibrate",
+    "bench",
+]
 
 
 def invoke(*args: str) -> Any:
@@ -188,3 +199,12 @@ def test_down_json_in_a_real_process_keeps_child_output_off_stdout(tmp_path: Pat
                            timeout=60, env=env)  # fmt: skip
     assert json.loads(child.stdout) == {"x": 1, "ok": True, "exit_code": 0}
     assert child.stderr.strip() == "child"
+
+
+def test_compare_is_wired_and_refuses_a_directory_that_is_no_run(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    result = invoke("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json")
+    doc = one_document(result)
+    assert result.exit_code == exit_codes.SCENARIO and "is not a run directory" in doc["error"]
+    assert "baseline" in invoke("compare", "--help").output

@@ -26,7 +26,7 @@ def test_help_names_the_arguments_methods_and_exit_codes() -> None:
         "--level",
         "baseline",
         "Bonferroni",
-        "2 bad input",
+        "3 bad input",
     ):
         assert text in shown, text
 
@@ -50,7 +50,7 @@ def a_run(root: Path, name: str, *, measured: bool = True) -> Path:
         ("twice", "is given twice"),
     ],
 )
-def test_input_errors_exit_2_with_a_message(
+def test_input_errors_exit_3_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, message: str
 ) -> None:
     good = a_run(tmp_path, "good")
@@ -62,6 +62,6 @@ def test_input_errors_exit_2_with_a_message(
         "twice": good,
     }[case]
     args = [str(good)] + ([] if other is None else [str(other)])
-    assert main(args) == 2
+    assert main(args) == 3
     err = capsys.readouterr().err
     assert message in " ".join(err.split()), err

@@ -36,7 +36,8 @@ examples:
 
 --out DIR writes compare.html (overlaid latency CDFs, throughput, latency and queue depth
 over time, the table), compare.md and compare.json. --json prints the JSON document on stdout;
-progress and the table go to stderr. Exit codes: 0 compared, 2 usage error, 3 bad input (not a run, no data), 130 interrupted."""
+progress and the table go to stderr. Exit codes: 0 compared, 2 usage error, 3 bad input (not a
+run, no data), 130 interrupted."""
 
 
 def parser() -> argparse.ArgumentParser:

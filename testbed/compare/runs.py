@@ -215,7 +215,8 @@ def load_measured(spark: SparkSession, run_dir: Path) -> MeasuredRun:
         frames.messages, frames.deliveries, frames.timeseries, load, window_s
     ).localCheckpoint(eager=True)
     whole = F.col("queue") == OVERALL
-    metrics = replication_metrics(windows, frames.timeseries, acked, load).where(whole)
+    records = (frames.deliveries, frames.messages)
+    metrics = replication_metrics(windows, records, acked, load).where(whole)
     metrics_pd = _local(metrics.select("replication", "metric", "value"))
     if metrics_pd[metrics_pd.metric == "latency_count"].value.sum() <= 0:
         raise ConfigurationError(

@@ -168,6 +168,7 @@ def deliveries_table(names_list: list[str], cols: dict[str, np.ndarray], rep: in
             pa.array(OUTCOMES, type=pa.string()).take(pa.array(cols["outcome"])),
             pa.array(attempt > 1),
             pa.array(cols["t_deliver"] - t_pub),
+            pa.nulls(len(msg), pa.float64()),  # service_s: measured runs only
             pa.array(reps),
         ],
         schema=DELIVERIES,

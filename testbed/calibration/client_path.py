@@ -8,10 +8,14 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   consumers that serve in zero time take messages of a small and a large size (and, in the
   high phase, small persistent messages on a durable queue): their publish → start delays are
   the delivery tables;
-- in the mid phase one consumer, in the high phase two, with a fixed service time are kept
-  backlogged (offered ~20 % more than they can take): the gap between the starts of two
-  messages they serve back to back, less the service time, is the hold table at that rate
-  (the event loop's overshoot grows with what else the process is doing).
+- in the mid phase one consumer, in the high phase two, with exponential service times (mean
+  ``HOLD_SERVICE``) are kept backlogged (offered ~20 % more than they can take): the gap between
+  the starts of two messages they serve back to back, less the service time the first one drew
+  (recorded per delivery as ``service_s``), is the hold table at that rate. A continuous service
+  law, not a constant: the event loop's timers wake on whole milliseconds (epoll's timeout), so a
+  sleep of a fractional number of milliseconds overshoots by ~0.4 ms more than a whole one
+  (measured: 0.64 vs 0.25 ms for exponential 5 ms vs constant 8 ms sleeps under gevent), and the
+  service laws of scenarios are continuous far more often than whole milliseconds.
 
 Foreign load: the machine's CPU time not spent by this process tree is measured over the
 attempt (``/proc/stat`` minus psutil's per-process times). An attempt during which other work
@@ -43,7 +47,8 @@ from testbed.core.quantiles import ks_to_sample, quantile_table
 
 SMALL, LARGE = 200, 16_000
 HOLD_SERVICE = 0.008
-"""Fixed service time (s) of the backlogged consumers whose gaps give the hold table."""
+"""Mean service time (s, exponential) of the backlogged consumers whose gaps give the hold
+table."""
 FOREIGN_CPU_LIMIT = 0.5
 """Cores of CPU used by other work, on average over an attempt, above which it is rejected."""
 ATTEMPTS = 2
@@ -108,13 +113,18 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             )
 
     def consumer(queue: str, count: int, service: float) -> dict[str, Any]:
+        law = (
+            {"kind": "exponential", "mean": f"{service * 1000:g}ms"}
+            if service > 0
+            else {"kind": "deterministic", "value": "0ms"}
+        )
         return {
             "name": f"cal-{queue}",
             "queue": f"mqbed-cal-{queue}",
             "count": count,
             "prefetch": 10,
             "ack": "after_processing",
-            "service_time": {"kind": "deterministic", "value": f"{service * 1000:g}ms"},
+            "service_time": law,
         }
 
     return {
@@ -198,14 +208,20 @@ def tables_from_records(
 
 
 def _hold_gaps(g: pd.DataFrame) -> np.ndarray:
-    """Start-to-start gaps of each consumer's back-to-back messages, less the service time."""
+    """Start-to-start gaps of each consumer's back-to-back messages, less the service time the
+    first of the two drew (``service_s``; ``HOLD_SERVICE`` for a record without it)."""
     out = []
     for _, c in g.sort_values("t_deliver").groupby("consumer"):
         starts = c.t_deliver.to_numpy(dtype=float)
         published = c.t_publish.to_numpy(dtype=float)
+        served = (
+            c.service_s.fillna(HOLD_SERVICE).to_numpy(dtype=float)
+            if "service_s" in c
+            else np.full(len(c), HOLD_SERVICE)
+        )
         gaps = np.diff(starts)
         queued = published[1:] < starts[:-1] - BACKLOGGED_WAIT
-        out.append(gaps[queued] - HOLD_SERVICE)
+        out.append((gaps - served[:-1])[queued])
     sample = np.concatenate(out) if out else np.array([])
     return np.maximum(sample, 0.0)
 

@@ -44,7 +44,7 @@ class PathPoint(Strict):
 class HoldPoint(Strict):
     rate: float = Field(gt=0)
     service: float = Field(ge=0)
-    """The deterministic service time the consumers were asked for (s)."""
+    """The mean service time of the backlogged consumers the table was measured with (s)."""
     table: QuantileTable
 
 

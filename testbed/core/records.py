@@ -61,9 +61,13 @@ DELIVERIES = pa.schema(
         ("outcome", pa.string()),
         ("redelivered", pa.bool_()),
         ("latency_s", pa.float64()),
+        ("service_s", pa.float64()),
         ("replication", pa.int32()),
     ]
 )
+"""``service_s``: the service time the live consumer drew for this delivery (its scenario's
+``service_time``), so ``t_done - t_deliver - service_s`` is the client's own cost (timer
+overshoot, ack); null where nothing was served (failures, crashes) and in predictions."""
 TIMESERIES = pa.schema(
     [
         ("t", pa.float64()),

@@ -111,6 +111,7 @@ class Recorder:
         redelivered: bool,
         latency_s: float | None,
         size: int = 0,
+        service_s: float | None = None,
     ) -> None:
         self.deliveries.append(
             (
@@ -123,6 +124,7 @@ class Recorder:
                 outcome,
                 redelivered,
                 latency_s,
+                service_s,
                 self.replication,
             )
         )

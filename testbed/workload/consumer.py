@@ -257,7 +257,8 @@ class ConsumerLoop:
         if fails:
             self._fail(d, attempt, t_deliver, latency, redelivered, size)
             return
-        self._serve(self._service())
+        service = self._service()
+        self._serve(service)
         if ack == "after_processing":
             if vis is not None and not vis.settle(d):
                 self._current = None
@@ -274,6 +275,7 @@ class ConsumerLoop:
             redelivered,
             latency,
             size,
+            service_s=max(service, 0.0),
         )
         self._current = None
         self._follow_ups(d, msg_type)

@@ -204,7 +204,7 @@ def recording(out: Path, rows: int = 1_000_000) -> dict[str, Any]:
     t0 = time.perf_counter()
     for i in range(rows):
         w.append((f"tok.r0.p.0.0.{i}", "q", "c.0.0", 1, float(i), float(i) + 0.001, "acked",
-                  False, 0.0012, 0))  # fmt: skip
+                  False, 0.0012, 0.001, 0))  # fmt: skip
         if i % 50_000 == 0:
             peak = max(peak, _rss_bytes())
     w.close()

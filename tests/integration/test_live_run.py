@@ -115,6 +115,13 @@ consumers:
     assert abs(nacked / len(d) - 0.1) < 0.03
     acked = d[d.outcome == "acked"]
     assert acked.latency_s.between(0, 5).all() and acked.latency_s.median() < 0.05
+    # each served delivery records the service time it drew: exponential, mean 2 ms; the
+    # client's own cost t_done - t_deliver - service_s is positive and small
+    assert acked.service_s.notna().all() and d[d.outcome == "nacked"].service_s.isna().all()
+    n = len(acked)
+    assert abs(acked.service_s.mean() - 0.002) < 4 * 0.002 / math.sqrt(n), acked.service_s.mean()
+    own = acked.t_done - acked.t_deliver - acked.service_s
+    assert (own > -1e-4).all() and own.median() < 0.01, own.describe()
     phases = [json.loads(x)["phase"] for x in e[e.kind == "phase"].detail]
     assert phases == ["warmup", "load", "drain", "end"]
     locust = run_dir / "measured" / "locust"

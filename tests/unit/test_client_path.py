@@ -142,6 +142,30 @@ def test_tables_from_records_measures_gaps_of_backlogged_consumers() -> None:
     assert {f.point for f in fits} == {"delivery/high/small", "hold/high/hold-high"}
 
 
+def test_hold_gaps_subtract_the_service_each_message_drew() -> None:
+    # exponential services, recorded per delivery; the client adds 0.7 ms + U(0, 0.6) ms
+    rng = np.random.default_rng(5)
+    high = PHASES[-1]
+    t, rows = high.start + 1.5, []
+    for i in range(600):
+        service = rng.exponential(HOLD_SERVICE)
+        overhead = 0.0007 + rng.uniform(0.0, 0.0006)
+        rows.append(("mqbed-cal-hold-high", "h0", f"h{i}", t, t - (high.start + 1.2), service))
+        t += service + overhead
+    d = pd.DataFrame(
+        rows, columns=["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s"]
+    )
+    d["outcome"] = "acked"
+    _, holds, _ = tables_from_records(d)
+    table = holds[0].table
+    assert table.quantile(0.02) == pytest.approx(0.0007, abs=6e-5)  # the overhead, not the law
+    assert table.quantile(0.98) == pytest.approx(0.0013, abs=6e-5)
+    assert table.mean == pytest.approx(0.001, abs=3e-5)
+    s = Scenario.model_validate(calibration_scenario("rabbitmq", "pika"))
+    held = [c for c in s.consumers if "hold" in c.queue]
+    assert held and all(c.service_time.kind == "exponential" for c in held)
+
+
 def _with_client_path(kind: str = "rabbitmq"):
     return default_profile(kind).model_copy(update={"client_path": _client_path()})
 

@@ -11,6 +11,13 @@ publish/ack rates over the last interval), decides, and acts —
   finishes and acks what it holds); a start not yet due is cancelled;
 - elastic aliases: producers to the alias pick a member queue with the forwarding ratios.
 
+What a controller reads is as stale as the live one's: RabbitMQ publishes queue statistics
+every ``collect_statistics_interval`` (1 s, deploy/rabbitmq/rabbitmq.conf.tmpl) and its rates
+are over that interval, so on a RabbitMQ scenario every controller sees the snapshot taken at
+the last whole statistics tick and the rates between the last two (:class:`StatsFeed`);
+ActiveMQ's statistics plugin answers from live counters, so there the controller reads the
+state at its own poll and rates over its own interval.
+
 Each decision is an ``events`` row of kind ``scale`` (detail: inputs, current, desired, reason,
 starts, stops, ratios) — the same row the live loop writes. The ``consumers`` column of
 ``timeseries`` follows from the attached consumers.
@@ -18,7 +25,7 @@ starts, stops, ratios) — the same row the live loop writes. The ``consumers`` 
 
 from __future__ import annotations
 
-__all__ = ["SimAutoscaler", "attach_autoscalers", "observation_of"]
+__all__ = ["STATS_REFRESH", "SimAutoscaler", "StatsFeed", "attach_autoscalers", "observation_of"]
 
 import bisect
 import itertools
@@ -63,6 +70,37 @@ def observation_of(
     return Observation(now, out)
 
 
+STATS_REFRESH = {"rabbitmq": 1.0, "activemq": 0.0}
+"""Seconds between the statistics updates a controller can read, per broker (see above)."""
+
+
+class StatsFeed:
+    """The broker statistics a controller reads: ``Model.observe()`` snapshots taken every
+    ``refresh`` seconds (0: read live at each poll)."""
+
+    def __init__(self, model: Model, refresh: float) -> None:
+        self.model = model
+        self.refresh = refresh
+        self.latest = self.previous = model.observe()
+        if refresh > 0:
+            model.add_process(self._emit())
+
+    def _emit(self) -> Generator[Any, Any, None]:
+        m, k = self.model, 0
+        while not m.stop_event.triggered:
+            k += 1
+            yield m.env.timeout(k * self.refresh - m.env.now)
+            self.previous, self.latest = self.latest, m.observe()
+
+    def read(
+        self, previous: dict[str, dict[str, float]], interval: float
+    ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], float]:
+        """(figures, the figures to take rates against, their distance in seconds)."""
+        if self.refresh > 0:
+            return self.latest, self.previous, self.refresh
+        return self.model.observe(), previous, interval
+
+
 class _WeightedPick:
     """A producer's member choice by the alias's current forwarding ratios."""
 
@@ -84,10 +122,11 @@ class _WeightedPick:
 class SimAutoscaler:
     """One `autoscaling:` entry acting on the model."""
 
-    def __init__(self, model: Model, index: int, scaler: Autoscaler) -> None:
+    def __init__(self, model: Model, index: int, scaler: Autoscaler, feed: StatsFeed) -> None:
         from emulator.sim.kernel import uniforms
 
         self.model = model
+        self.feed = feed
         self.scaler = scaler
         s = model.scenario
         spec = s.autoscaling[index]
@@ -167,16 +206,19 @@ class SimAutoscaler:
             if m.stop_event.triggered:
                 return
             now = float(env.now)
-            fig = m.observe()
-            obs = observation_of(now, fig, prev, self.queues, interval)
+            fig, base, window = self.feed.read(prev, interval)
+            obs = observation_of(now, fig, base, self.queues, window)
             prev = fig
             self.act(self.scaler.decide(obs, now))
 
 
 def attach_autoscalers(model: Model) -> list[SimAutoscaler]:
-    out = []
+    out: list[SimAutoscaler] = []
+    if not model.scenario.autoscaling:
+        return out
+    feed = StatsFeed(model, STATS_REFRESH.get(model.scenario.broker.kind, 0.0))
     for i, spec in enumerate(model.scenario.autoscaling):
-        sa = SimAutoscaler(model, i, make_autoscaler(model.scenario, spec))
+        sa = SimAutoscaler(model, i, make_autoscaler(model.scenario, spec), feed)
         model.add_process(sa.process())
         out.append(sa)
     return out

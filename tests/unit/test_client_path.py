@@ -12,6 +12,7 @@ import pytest
 from emulator.sim.model import Model
 from testbed.calibration.client_path import (
     HOLD_SERVICE,
+    HOLD_UTILISATION,
     PHASES,
     calibration_scenario,
     tables_from_records,
@@ -106,64 +107,57 @@ def test_delivery_table_interpolates_in_log_rate_and_size_and_clamps() -> None:
     assert cp.hold_table(10) is not None
 
 
-def test_calibration_scenario_is_valid_and_overloads_the_hold_consumers() -> None:
+def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> None:
     s = Scenario.model_validate(calibration_scenario("rabbitmq", "kombu"))
     assert s.broker.client == "kombu"
     for ph in PHASES:
         if not ph.hold_consumers:
             continue
         hold = next(c for c in s.consumers if c.queue == f"mqbed-cal-{ph.hold_queue}")
-        capacity = hold.count / HOLD_SERVICE
-        assert ph.hold > capacity  # backlogged even with no client overhead at all
-    assert len({ph.total for ph in PHASES}) == len(PHASES)  # distinct load levels
+        assert hold.service_time.kind == "exponential"  # a continuous law (module docstring)
+        rho = ph.hold * (HOLD_SERVICE + 0.001) / hold.count
+        assert rho == pytest.approx(HOLD_UTILISATION, abs=0.02)  # busy at times, never saturated
+    assert [ph.total for ph in PHASES] == [50.0, 180.0, 345.0]  # the load levels of the tables
     assert {p.queue for p in s.producers} >= {"mqbed-cal-small", "mqbed-cal-large"}
 
 
-def test_tables_from_records_measures_gaps_of_backlogged_consumers() -> None:
+def _hold_rows(rng: np.random.Generator, n: int, start: float) -> list[tuple[object, ...]]:
+    """A consumer at utilisation ~0.6: exponential services, a client cost of 0.7 ms +
+    U(0, 0.6) ms inside the handler and 0.1 ms from an ack to the next waiting start."""
+    rows: list[tuple[object, ...]] = []
+    t_arrival, free = start, start
+    for i in range(n):
+        t_arrival += rng.exponential(0.0135)
+        begin = max(t_arrival + 0.001, free + 0.0001)
+        service = rng.exponential(HOLD_SERVICE)
+        done = begin + service + 0.0007 + rng.uniform(0.0, 0.0006)
+        rows.append(("mqbed-cal-hold-high", "h0", f"h{i}", begin, begin - t_arrival, service, done))
+        free = done
+    return rows
+
+
+def test_tables_from_records_measure_the_client_cost_of_each_served_message() -> None:
     rng = np.random.default_rng(3)
-    rows = []
     high = PHASES[-1]
-    # path: latency 1-2 ms uniform in the high phase
-    for i, t in enumerate(np.linspace(high.start + 1.1, high.stop - 0.1, 300)):
+    rows = []
+    for i, t in enumerate(np.linspace(high.start + 1.1, high.stop - 0.1, 300)):  # path 1-2 ms
         lat = rng.uniform(0.001, 0.002)
-        rows.append(("mqbed-cal-small", "c0", f"s{i}", t + lat, lat))
-    # hold: a consumer starting a message every 8 ms + 1 ms, all published long before
-    t = high.start + 1.5
-    for i in range(400):
-        rows.append(("mqbed-cal-hold-high", "h0", f"h{i}", t, t - (high.start + 1.2)))
-        t += HOLD_SERVICE + 0.001
-    d = pd.DataFrame(rows, columns=["queue", "consumer", "msg_id", "t_deliver", "latency_s"])
+        rows.append(("mqbed-cal-small", "c0", f"s{i}", t + lat, lat, None, t + lat))
+    rows += _hold_rows(rng, 800, high.start + 1.2)
+    cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
+    d = pd.DataFrame(rows, columns=cols)
     d["outcome"] = "acked"
     paths, holds, fits = tables_from_records(d)
     assert len(paths) == 1 and paths[0].rate == high.total and paths[0].size == 200
     assert 0.001 <= paths[0].table.floor < 0.00105
     assert len(holds) == 1
-    assert holds[0].table.quantile(0.5) == pytest.approx(0.001, abs=1e-6)
+    table = holds[0].table  # 0.7-1.3 ms in the handler + the 0.1 ms to a waiting start
+    assert table.quantile(0.02) == pytest.approx(0.0008, abs=6e-5)
+    assert table.quantile(0.98) == pytest.approx(0.0014, abs=6e-5)
+    assert table.mean == pytest.approx(0.0011, abs=4e-5)
     assert {f.point for f in fits} == {"delivery/high/small", "hold/high/hold-high"}
-
-
-def test_hold_gaps_subtract_the_service_each_message_drew() -> None:
-    # exponential services, recorded per delivery; the client adds 0.7 ms + U(0, 0.6) ms
-    rng = np.random.default_rng(5)
-    high = PHASES[-1]
-    t, rows = high.start + 1.5, []
-    for i in range(600):
-        service = rng.exponential(HOLD_SERVICE)
-        overhead = 0.0007 + rng.uniform(0.0, 0.0006)
-        rows.append(("mqbed-cal-hold-high", "h0", f"h{i}", t, t - (high.start + 1.2), service))
-        t += service + overhead
-    d = pd.DataFrame(
-        rows, columns=["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s"]
-    )
-    d["outcome"] = "acked"
-    _, holds, _ = tables_from_records(d)
-    table = holds[0].table
-    assert table.quantile(0.02) == pytest.approx(0.0007, abs=6e-5)  # the overhead, not the law
-    assert table.quantile(0.98) == pytest.approx(0.0013, abs=6e-5)
-    assert table.mean == pytest.approx(0.001, abs=3e-5)
-    s = Scenario.model_validate(calibration_scenario("rabbitmq", "pika"))
-    held = [c for c in s.consumers if "hold" in c.queue]
-    assert held and all(c.service_time.kind == "exponential" for c in held)
+    old = d.drop(columns="service_s")  # records without the service time: no hold table
+    assert tables_from_records(old)[1] == []
 
 
 def _with_client_path(kind: str = "rabbitmq"):

@@ -75,7 +75,7 @@ def _reserved_names(c: Any, s: Scenario) -> None:
     ]
     for i, q in enumerate(s.topology.queues):
         if q.visibility and q.visibility.dead_letter_queue:
-            path = ("topology", "queues", i, "visibility", "dead_letter_queue")
+            path: Path_ = ("topology", "queues", i, "visibility", "dead_letter_queue")
             named.append((path, q.visibility.dead_letter_queue))
     for path, name in named:
         if name.startswith("amq."):

@@ -22,9 +22,7 @@ __all__ = [
     "NETWORK_TOXICS",
 ]
 
-from typing import Annotated, Literal
-
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -248,9 +246,7 @@ class ElasticQueues(_Scaling):
                     "interval: give 'period' or 'interval', not both: for the elastic policy "
                     "they are the same setting (how often it acts)"
                 )
-            data = {k: v for k, v in data.items() if k != "interval"} | {
-                "period": data["interval"]
-            }
+            data = {k: v for k, v in data.items() if k != "interval"} | {"period": data["interval"]}
         return data
 
     @model_validator(mode="after")

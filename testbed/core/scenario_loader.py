@@ -126,9 +126,7 @@ def _short(value: Any) -> str:
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ")
 
 
-def _field_in_message(
-    data: Any, path: list[str | int], msg: str
-) -> tuple[list[str | int], str]:
+def _field_in_message(data: Any, path: list[str | int], msg: str) -> tuple[list[str | int], str]:
     """A model-level message that starts with ``field: `` is about that field: point at it."""
     node: Any = data
     for part in path:

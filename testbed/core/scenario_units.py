@@ -118,7 +118,9 @@ def check_units(data: dict[str, Any], lines: LineMap, file: str) -> list[Scenari
     out = _Issues(lines, file)
     for ci, group in enumerate(_items(data.get("consumers"))):
         if "service_time" in group:
-            _time_distribution(out, group["service_time"], ("consumers", ci, "service_time"), "service time")
+            _time_distribution(
+                out, group["service_time"], ("consumers", ci, "service_time"), "service time"
+            )
     for pi, producer in enumerate(_items(data.get("producers"))):
         arrival = producer.get("arrival")
         if isinstance(arrival, dict) and "think_time" in arrival:

@@ -23,6 +23,7 @@ __all__ = [
     "rendezvous_path",
     "replicate_on",
     "run_scenario",
+    "finalise",
 ]
 
 import json
@@ -41,11 +42,13 @@ from testbed.backends.run_homes import RunHome, run_home
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
+from testbed.core.atomic import atomic_write_text
 from testbed.core.overrides import RunOverrides
 from testbed.core.records import Ledger
 from testbed.core.redact import redact_text, url_passwords
-from testbed.core.scenario import Scenario
+from testbed.core.scenario import Scenario, TraceArrival
 from testbed.core.scenario_loader import load_scenario, validate_file
+from testbed.core.trace_file import copy_trace
 from testbed.exceptions import ConfigurationError, MqbedError
 from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.interrupts import INTERRUPTS, RunInterrupted, interruptible
@@ -170,6 +173,9 @@ def run_scenario(
     (run_dir / "scenario.yaml").write_text(
         redact_text(scenario.resolved_yaml(), hidden), encoding="utf-8"
     )
+    for producer in scenario.producers:  # the run directory is self-contained
+        if isinstance(producer.arrival, TraceArrival):
+            copy_trace(producer.arrival.file, Path(path).parent, run_dir)
     env: dict[str, Any] = environment(
         scenario_file=str(path),
         backend=scenario.broker.backend,
@@ -201,7 +207,48 @@ def run_scenario(
 
 def _write_env(run_dir: Path, env: dict[str, Any]) -> None:
     text = redact_text(json.dumps(env, indent=2, default=str))
-    (run_dir / "environment.json").write_text(text + "\n", encoding="utf-8")
+    atomic_write_text(run_dir / "environment.json", text + "\n")
+
+
+def finalise(
+    run_dir: Path,
+    reps: int,
+    env: dict[str, Any],
+    result: RunResult,
+    console: Console,
+    failure: BaseException | None,
+) -> list[dict[str, Any]]:
+    """The live side's finalisation in a fixed, crash-safe order: ``environment.json`` first
+    (end time, interrupted), then the merged tables and ledgers, then the users' errors into
+    ``environment.json`` again. Every step runs even when an earlier one fails. A step's error
+    (a full disk) never replaces `failure`, the run's own error or interruption, which goes on
+    with its exit code; without one, the first step error is raised at the end."""
+    env["ended"] = datetime.now(UTC).isoformat()
+    problems: list[Exception] = []
+    errors: list[dict[str, Any]] = []
+
+    def step(what: str, action: Any) -> None:
+        try:
+            action()
+        except Exception as e:  # noqa: BLE001 - reported below, never replacing `failure`
+            problems.append(e)
+            env.setdefault("finalisation_errors", []).append(f"{what}: {e!r}")
+            console.print(f"finalisation: {what} failed: {e!r}", markup=False)
+
+    def collect() -> None:
+        result.ledgers = collect_side(run_dir / "measured", reps)
+
+    def users() -> None:
+        errors.extend(user_errors(run_dir / "measured"))
+        env["user_errors"] = errors
+
+    step("environment.json", lambda: _write_env(run_dir, env))
+    step("merging the records and writing the ledgers", collect)
+    step("reading the users' errors", users)
+    step("environment.json", lambda: _write_env(run_dir, env))
+    if problems and failure is None:
+        raise problems[0]
+    return errors
 
 
 def _live(
@@ -221,6 +268,7 @@ def _live(
     Whatever ends it (an error, a signal), the records are merged and ``environment.json``
     written; a signal makes it raise (`testbed.interrupts`) after that."""
     run_dir = result.run_dir
+    failure: BaseException | None = None
     external_workers = options.pop("external_workers")
     endpoint_info: dict[str, Any] = {}
     choice: ProfileChoice | None = None
@@ -263,24 +311,25 @@ def _live(
                     env.setdefault("fault_errors", {})[f"r{rep}"] = fault_errors
                     for line in fault_errors:
                         console.print(f"fault timeline r{rep}: {line}", markup=False)
-    except (KeyboardInterrupt, RunInterrupted):
+    except (KeyboardInterrupt, RunInterrupted) as e:
+        failure = e
         result.interrupted = True
         env["interrupted"] = True
         console.print(f"interrupted: stopping cleanly; records are in {run_dir}", markup=False)
         raise
-    except MqbedError:
+    except MqbedError as e:
+        failure = e
         env["interrupted"] = True
+        raise
+    except BaseException as e:  # kept so a failing finalisation step cannot replace it
+        failure = e
         raise
     finally:
         with INTERRUPTS.shielded():
             if INTERRUPTS.pending:
                 result.interrupted = env["interrupted"] = True
-            result.ledgers = collect_side(run_dir / "measured", reps)
-            errors: list[dict[str, Any]] = user_errors(run_dir / "measured")
-            env["user_errors"] = errors
             env["broker"] = endpoint_info
-            env["ended"] = datetime.now(UTC).isoformat()
-            _write_env(run_dir, env)
+            errors = finalise(run_dir, reps, env, result, console, failure)
     return errors, choice
 
 

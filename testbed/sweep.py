@@ -39,6 +39,8 @@ import yaml
 from rich.console import Console
 
 from testbed.core.overrides import parse_path, set_path
+from testbed.core.safe_read import InputRefused, read_text_file
+from testbed.core.yamlmap import YamlProblem, format_path, load_with_lines
 from testbed.exceptions import ConfigurationError, ScenarioError, ScenarioIssue
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
@@ -62,8 +64,24 @@ class GridPoint:
     data: dict[str, Any]
 
 
+def _read_scenario_data(path: Path) -> Any:
+    """The file's YAML data through the scenario loader's safe reader and bounded parser (a
+    regular file, size and alias limits); a problem is a ScenarioError naming file and line."""
+    try:
+        data, _ = load_with_lines(read_text_file(path))
+    except InputRefused as e:
+        raise ScenarioError([ScenarioIssue(str(path), e.line, "", str(e))]) from None
+    except YamlProblem as e:
+        issue = ScenarioIssue(str(path), e.line, format_path(e.path), str(e))
+        raise ScenarioError([issue]) from None
+    return data
+
+
 def _scalar(text: str) -> Any:
-    value = yaml.safe_load(text)
+    try:
+        value, _ = load_with_lines(text)
+    except YamlProblem:
+        return text
     return text if isinstance(value, dict | list) or value is None else value
 
 
@@ -193,7 +211,7 @@ def sweep(
 
     console = console or Console(stderr=True)
     scenario_path = Path(scenario_path)
-    data = yaml.safe_load(scenario_path.read_text(encoding="utf-8"))
+    data = _read_scenario_data(scenario_path)
     if not isinstance(data, dict):
         raise ConfigurationError(f"{scenario_path} is not a scenario mapping")
     axes = [parse_set(s) for s in sets]

@@ -4,9 +4,16 @@ Both sides write exactly these tables, so the comparison is a join. Times are fl
 the workload start (t=0) of the run. Besides its own columns every table carries
 `replication`, so measured and predicted replications can be joined one to one.
 
-Writers buffer rows per worker and flush a Parquet *part* file every `batch_rows` rows (and on
-`flush()`/`close()`), so a crash loses at most the rows of one unflushed batch. `merge_parts`
-concatenates the parts into ``<table>.parquet`` at the end of a run.
+Writers buffer rows per worker and flush a Parquet *part* file every `batch_rows` rows, when
+the oldest buffered row is `flush_interval` seconds old (and on `flush()`/`close()`), so a
+crash loses at most the rows of the last `flush_interval` seconds (and never more than one
+batch). `merge_parts` concatenates the parts into ``<table>.parquet`` at the end of a run.
+
+The merge is crash-safe: the merged file names the parts it holds in its own metadata (its
+*manifest*, written atomically with it), only those parts are deleted afterwards, and readers
+skip parts the manifest names. A part that arrives during or after a merge (an external worker
+still flushing) is kept and read; a crash between the merge and the deletions double-counts
+nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ __all__ = [
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -35,6 +43,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from testbed.core.atomic import atomic_write_parquet, atomic_write_text
 
 MESSAGES = pa.schema(
     [
@@ -124,7 +134,7 @@ class Ledger:
         return cls(**{k: int(v) for k, v in data.items() if k in names})
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> Ledger:
@@ -150,10 +160,19 @@ class RecordWriter:
     """Buffered, crash-tolerant writer of one table for one worker.
 
     Rows are tuples in schema column order (the fast path for hot loops) or dicts. Each flush
-    writes ``<dir>/<table>.parts/<worker>-<seq>.parquet`` atomically (write + rename).
+    writes ``<dir>/<table>.parts/<worker>-<seq>.parquet`` atomically (write + rename). With a
+    `flush_interval` (seconds), an append also flushes when the oldest buffered row is that old;
+    a process with idle spells calls :meth:`flush_due` from a timer so the bound holds then too.
     """
 
-    def __init__(self, directory: Path, table: str, worker: str = "", batch_rows: int = 5000):
+    def __init__(
+        self,
+        directory: Path,
+        table: str,
+        worker: str = "",
+        batch_rows: int = 5000,
+        flush_interval: float | None = None,
+    ):
         if table not in SCHEMAS:
             raise ValueError(f"unknown table {table!r}; expected one of {sorted(SCHEMAS)}")
         self.schema = SCHEMAS[table]
@@ -166,14 +185,29 @@ class RecordWriter:
         self._rows: list[Sequence[Any]] = []
         self._seq = 0
         self.rows_written = 0
+        self.flush_interval = flush_interval
+        self._oldest = 0.0  # monotonic time of the oldest buffered row
         _warm_arrow()
 
     def append(self, row: Sequence[Any] | dict[str, Any]) -> None:
         if isinstance(row, dict):
             row = tuple(row.get(n) for n in self._names)
+        if not self._rows:
+            self._oldest = time.monotonic()
         self._rows.append(row)
         if len(self._rows) >= self.batch_rows:
             self.flush()
+        elif self.flush_interval is not None:
+            self.flush_due()
+
+    def flush_due(self, now: float | None = None) -> bool:
+        """Flush if the oldest buffered row is `flush_interval` old; True if it flushed."""
+        if not self._rows or self.flush_interval is None:
+            return False
+        if (time.monotonic() if now is None else now) - self._oldest < self.flush_interval:
+            return False
+        self.flush()
+        return True
 
     def extend(self, rows: Iterable[Sequence[Any]]) -> None:
         for r in rows:
@@ -204,7 +238,7 @@ class RecordWriter:
 
 
 def write_table(directory: Path, table: str, data: pa.Table | dict[str, Sequence[Any]]) -> Path:
-    """Write a whole table at once (the simulator's path), conformed to the schema."""
+    """Write a whole table at once (the simulator's path), conformed to the schema, atomically."""
     schema = SCHEMAS[table]
     if isinstance(data, dict):
         data = pa.Table.from_pydict({n: data[n] for n in schema.names}, schema=schema)
@@ -212,44 +246,67 @@ def write_table(directory: Path, table: str, data: pa.Table | dict[str, Sequence
         data = data.select(schema.names).cast(schema)
     path = Path(directory) / f"{table}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(data, path)
+    atomic_write_parquet(path, data)
     return path
+
+
+MANIFEST_KEY = b"mqbed.merged_parts"
+"""Metadata key of a merged table: the JSON list of the part files it holds."""
+
+
+def _manifest(out: Path) -> set[str]:
+    """Names of the parts merged into `out` (empty when there is no such file or list)."""
+    if not out.exists():
+        return set()
+    meta = pq.read_schema(out).metadata or {}
+    return set(json.loads(meta.get(MANIFEST_KEY, b"[]")))
+
+
+def _read_parts(parts: list[Path], schema: pa.Schema) -> tuple[list[pa.Table], list[str]]:
+    """The readable parts and their names; a part being written is a ``.tmp``, never listed."""
+    tables, names = [], []
+    for p in parts:
+        try:
+            tables.append(pq.read_table(p, schema=schema))
+        except (OSError, pa.ArrowInvalid):
+            continue  # unreadable: kept on disk, not named, not merged
+        names.append(p.name)
+    return tables, names
 
 
 def merge_parts(directory: Path, table: str, sort_by: str | None = None) -> Path:
     """Concatenate ``<table>.parts/*.parquet`` (and an existing ``<table>.parquet``) into one.
 
-    Unreadable parts (a crash mid-write leaves only ``.tmp`` files, which are ignored) are
-    skipped. Always produces a file, possibly empty, with the table's schema.
+    Merges the parts listed now and names them in the output's manifest; deletes only those,
+    after the output is durably in place. Later or unreadable parts stay for the next merge or
+    :func:`read_table`. Always produces a file, possibly empty, with the table's schema.
     """
     directory = Path(directory)
     schema = SCHEMAS[table]
     parts_dir = directory / f"{table}.parts"
     out = directory / f"{table}.parquet"
-    tables: list[pa.Table] = []
-    if out.exists():
-        tables.append(pq.read_table(out, schema=schema))
-    parts = sorted(parts_dir.glob("*.parquet")) if parts_dir.exists() else []
-    for p in parts:
-        try:
-            tables.append(pq.read_table(p, schema=schema))
-        except (OSError, pa.ArrowInvalid):
-            continue
+    done = _manifest(out)
+    listed = sorted(parts_dir.glob("*.parquet")) if parts_dir.exists() else []
+    tables = [pq.read_table(out, schema=schema)] if out.exists() else []
+    new_tables, new_names = _read_parts([p for p in listed if p.name not in done], schema)
+    tables += new_tables
     merged = pa.concat_tables(tables) if tables else schema.empty_table()
     if sort_by and merged.num_rows:
         merged = merged.sort_by(sort_by)
-    tmp = out.with_suffix(".tmp")
-    pq.write_table(merged, tmp)
-    os.replace(tmp, out)
-    for p in parts_dir.glob("*") if parts_dir.exists() else []:
-        p.unlink()
-    if parts_dir.exists():
+    present = {p.name for p in listed}
+    manifest = sorted((done & present) | set(new_names))
+    meta = {**(schema.metadata or {}), MANIFEST_KEY: json.dumps(manifest).encode()}
+    atomic_write_parquet(out, merged.replace_schema_metadata(meta))
+    for name in manifest:
+        (parts_dir / name).unlink(missing_ok=True)
+    if parts_dir.exists() and not any(parts_dir.iterdir()):
         parts_dir.rmdir()
     return out
 
 
 def read_table(directory: Path, table: str) -> pa.Table:
-    """Read a merged table, or merge-on-read the parts of an interrupted run."""
+    """Read a merged table, plus the parts it does not hold yet (an interrupted run's, or a
+    late worker's): merge-on-read."""
     directory = Path(directory)
     schema = SCHEMAS[table]
     tables = []
@@ -258,9 +315,7 @@ def read_table(directory: Path, table: str) -> pa.Table:
         tables.append(pq.read_table(out, schema=schema))
     parts_dir = directory / f"{table}.parts"
     if parts_dir.exists():
-        for p in sorted(parts_dir.glob("*.parquet")):
-            try:
-                tables.append(pq.read_table(p, schema=schema))
-            except (OSError, pa.ArrowInvalid):
-                continue
+        done = _manifest(out)
+        parts = [p for p in sorted(parts_dir.glob("*.parquet")) if p.name not in done]
+        tables += _read_parts(parts, schema)[0]
     return pa.concat_tables(tables) if tables else schema.empty_table()

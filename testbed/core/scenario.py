@@ -375,8 +375,10 @@ ThresholdText = Annotated[str, BeforeValidator(_queue_threshold), AfterValidator
 
 class RecordingSpec(Strict):
     batch_rows: int = Field(5_000, ge=1, le=1_000_000)
-    """Rows a worker buffers before flushing to Parquet: a crash loses at most one batch."""
+    """Rows a worker buffers per table before flushing to Parquet."""
     flush_interval: PosDuration = 1.0
+    """Longest a recorded row stays buffered before it is flushed: a crashed (SIGKILLed) worker
+    loses at most this many seconds of rows per table (and never more than `batch_rows`)."""
     poll_interval: PosDuration = 1.0
     window: PosDuration = 1.0
 

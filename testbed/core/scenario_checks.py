@@ -21,6 +21,7 @@ from testbed.core.scenario import (
     TraceArrival,
 )
 from testbed.core.scenario_autoscaling import check_autoscaling
+from testbed.core.scenario_bounds import check_bounds
 from testbed.core.scenario_faults import (
     BrokerFault,
     ClientFault,
@@ -119,6 +120,7 @@ def check_scenario(
     _check_consumers(c, s)
     _check_faults(c, s)
     check_autoscaling(c, s)
+    check_bounds(c, s)
     _check_stability(c, s)
     _check_thresholds(c, s)
     return c.issues

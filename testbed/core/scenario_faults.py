@@ -1,7 +1,8 @@
 """Scenario schema for the `faults:` timeline (docs/models.md §6) and `autoscaling:` (§7, §8).
 
-Network toxics take Toxiproxy's names and fields (latency/jitter in time units, bandwidth in
-bytes per second, ...), with a `side` (which client group's link) and a `direction`
+Network toxics take Toxiproxy's names and fields, with explicit units where Toxiproxy's would
+differ from mqbed's (`latency: 50ms`, bandwidth `rate: 100KB/s`; see
+:mod:`testbed.core.scenario_units`), with a `side` (which client group's link) and a `direction`
 (upstream = client→broker, downstream = broker→client) and a `toxicity` (probability the toxic
 applies to a connection).
 """
@@ -21,12 +22,12 @@ __all__ = [
     "NETWORK_TOXICS",
 ]
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from testbed.core.strict import Strict
-from testbed.core.units import Duration, Rate, Size
+from testbed.core.units import Bandwidth, Duration, Rate, Size
 
 NonNeg = Annotated[Duration, Field(ge=0)]
 Pos = Annotated[Duration, Field(gt=0)]
@@ -101,8 +102,8 @@ class NetworkFault(Strict):
     toxicity: float = Field(1.0, ge=0.0, le=1.0)
     latency: NonNeg | None = None
     jitter: NonNeg | None = None
-    rate: Size | None = Field(None, gt=0)
-    """bandwidth: bytes per second through the link."""
+    rate: Bandwidth | None = Field(None, gt=0)
+    """bandwidth: through the link, with a unit: `100KB/s` (Toxiproxy's bare `100`), `1MB/s`."""
     delay: NonNeg | None = None
     timeout: NonNeg | None = None
     average_size: Size | None = Field(None, gt=0)
@@ -234,8 +235,23 @@ class ElasticQueues(_Scaling):
     scales down slowly "to minimise wrong decisions", and the default keeps a rising ramp's
     scale-ups (a new queue is short, so the average may dip below min_load right after one)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _interval_is_period(cls, data: Any) -> Any:
+        """The elastic policy acts every `period`; `interval` (the other policies' name) is
+        accepted for it, but not both: one of them would be ignored."""
+        if isinstance(data, dict) and "interval" in data:
+            if "period" in data:
+                raise ValueError(
+                    "interval: give 'period' or 'interval', not both: for the elastic policy "
+                    "they are the same setting (how often it acts)"
+                )
+            data = {k: v for k, v in data.items() if k != "interval"} | {"period": data["interval"]}
+        return data
+
     @model_validator(mode="after")
     def _order(self) -> ElasticQueues:
+        self.interval = self.period  # one setting: whoever reads `interval` sees the period
         if self.min_load >= self.max_load:
             raise ValueError(f"min_load ({self.min_load:g}) must be < max_load ({self.max_load:g})")
         return self

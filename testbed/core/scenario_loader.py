@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from testbed.core.overrides import RunOverrides
 from testbed.core.safe_read import InputRefused, read_text_file
+from testbed.core.scenario_units import FIELD_HINTS, check_units
 from testbed.core.suggest import did_you_mean
 from testbed.core.yamlmap import LineMap, YamlProblem, format_path, load_with_lines
 from testbed.exceptions import ScenarioError, ScenarioIssue
@@ -34,7 +35,16 @@ def _real_path(
     """Map a pydantic error location onto the user's data, dropping union-tag segments."""
     path: list[str | int] = []
     node = data
+    tag_skipped: Any = None
     for part in loc:
+        if (
+            isinstance(node, dict)
+            and tag_skipped is not node
+            and part in (node.get("kind"), node.get("policy"))
+        ):
+            # the union's tag (a latency toxic's 'latency'), not its field of the same name
+            tag_skipped = node
+            continue
         if (
             isinstance(node, dict)
             and part in node
@@ -113,6 +123,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ")
+
+
+def _field_in_message(data: Any, path: list[str | int], msg: str) -> tuple[list[str | int], str]:
+    """A model-level message that starts with ``field: `` is about that field: point at it."""
+    node: Any = data
+    for part in path:
+        node = node[part] if isinstance(node, dict | list) else None  # type: ignore[index]
+    m = _FIELD_PREFIX.match(msg)
+    if m and isinstance(node, dict) and m.group(1) in node:
+        return [*path, m.group(1)], msg[m.end() :]
+    return path, msg
+
+
 def _issues_from_validation(
     err: ValidationError, data: Any, lines: LineMap, file: str
 ) -> list[ScenarioIssue]:
@@ -127,7 +151,8 @@ def _issues_from_validation(
         if etype == "extra_forbidden":
             key = str(loc[-1])
             choices = _known_fields(loc)
-            msg = f"unknown field {key!r}{did_you_mean(key, choices)}"
+            hint = FIELD_HINTS.get(key)
+            msg = f"unknown field {key!r}" + (f": {hint}" if hint else did_you_mean(key, choices))
             issues.append(ScenarioIssue(file, lines.line(path), format_path(path), msg))
             continue
         if etype == "literal_error":
@@ -154,6 +179,7 @@ def _issues_from_validation(
             msg = "required field is missing"
         elif etype in ("value_error", "assertion_error"):
             msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            path, msg = _field_in_message(data, path, msg)
         else:
             msg = f"{e['msg']} (got {_short(value)})"
         where = format_path(path)
@@ -191,12 +217,13 @@ def parse_scenario(
         file = f"{file} [{overrides.label()}]"
     if "name" not in data:
         data = {"name": Path(file).stem if file != "<scenario>" else "scenario", **data}
+    unit_issues = check_units(data, lines, file)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as err:
-        issues = _issues_from_validation(err, data, lines, file)
+        issues = unit_issues + _issues_from_validation(err, data, lines, file)
         return None, sorted(issues, key=lambda i: (i.line or 0, i.path))
-    issues = check_scenario(scenario, data, lines, file, base_dir or Path("."))
+    issues = unit_issues + check_scenario(scenario, data, lines, file, base_dir or Path("."))
     issues.sort(key=lambda i: (i.severity != "error", i.line or 0, i.path))
     if any(i.severity == "error" for i in issues):
         return None, issues

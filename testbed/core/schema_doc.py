@@ -47,6 +47,7 @@ _QUANTITIES = {
     units.parse_duration: "duration",
     units.parse_rate: "rate",
     units.parse_size: "size",
+    units.parse_bandwidth: "bandwidth",
 }
 _DIST_CONVERTERS = {
     typing.get_args(TimeDistribution)[2].func: "distribution of durations",

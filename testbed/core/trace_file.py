@@ -12,12 +12,13 @@ whose optional header is ``t``; blank lines and ``#`` comments are skipped.
 
 from __future__ import annotations
 
-__all__ = ["TraceError", "read_trace", "MAX_TRACE_BYTES"]
+__all__ = ["TraceError", "read_trace", "copy_trace", "MAX_TRACE_BYTES"]
 
 import io
 import math
 from pathlib import Path
 
+from testbed.core.atomic import atomic_write_text
 from testbed.core.safe_read import InputRefused, read_text_file
 
 MAX_TRACE_BYTES = 8 << 20
@@ -83,3 +84,18 @@ def read_trace(name: str, base_dir: Path) -> list[float]:
     if not times:
         raise TraceError(f"trace file {_cell(name)} has no send times")
     return times
+
+
+def copy_trace(name: str, base_dir: Path, run_dir: Path) -> Path:
+    """Copy the trace `name` (relative to `base_dir`) to the same relative name under
+    `run_dir`, so the run directory's ``scenario.yaml`` finds it there (a self-contained run
+    directory). Same confinement and bounds as :func:`read_trace`; returns the copy."""
+    source = resolve_trace(name, base_dir)
+    target = resolve_trace(name, run_dir)  # the same checks: stays inside the run directory
+    try:
+        text = read_text_file(source, MAX_TRACE_BYTES)
+    except InputRefused as e:
+        raise TraceError(f"trace file {_cell(name)}: {e}") from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
+    return target

@@ -5,6 +5,11 @@
 - Rates: ``50/s``, ``3000/min``, ``1.54/s``, ``2/ms``; a bare number means per second.
 - Sizes: ``200B``, ``1KB`` (1000 B), ``1.74KiB`` (1024 B), ``2MB``, ``1MiB``, ``1GB``;
   a bare number means bytes.
+- Bandwidths (a network toxic's ``rate``): ``100KB/s``, ``1MB/s``, ``800B/s``.
+- A unit is *required* (a bare number other than 0 is an error) where another tool reads a bare
+  number in another unit: service and think times (``mean: 5`` is rarely 5 s), a network
+  toxic's ``latency``, ``jitter``, ``delay``, ``timeout``, ``retransmit_delay`` (Toxiproxy: ms)
+  and bandwidth ``rate`` (Toxiproxy: KB/s). Durations are at most 366 days.
 
 Every parser returns a float in base units (seconds, 1/second, bytes) and raises
 ``ValueError`` naming the offending text and the accepted forms.
@@ -19,6 +24,9 @@ __all__ = [
     "parse_duration",
     "parse_rate",
     "parse_size",
+    "parse_bandwidth",
+    "Bandwidth",
+    "MAX_DURATION",
     "quantity_dimension",
     "format_duration",
 ]
@@ -55,9 +63,19 @@ _QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-zµ/]*)\s*$")
 _RATE = re.compile(rf"^\s*({_NUMBER})\s*(?:/|per\s+)\s*([A-Za-zµ]+)\s*$")
 
 
+MAX_DURATION = 366 * 86400.0
+"""A year: longer durations are typos (``1e300``) that would keep a prediction running until
+killed, never an experiment."""
+
+
 def _finite(value: float, text: object, what: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{what} {text!r} is not a finite number")
+    if what == "duration" and abs(value) > MAX_DURATION:
+        raise ValueError(
+            f"duration {text!r} is {value:.3g} s, beyond the limit of 366 days; "
+            "check the unit (e.g. '250ms', '2s', '5m', '1h')"
+        )
     return value
 
 
@@ -130,6 +148,26 @@ def parse_size(value: Any) -> float:
     return _finite(number * factor, value, "size")
 
 
+def parse_bandwidth(value: Any) -> float:
+    """Bytes per second from ``"100KB/s"``, ``"1MiB/s"``, ``"800B/min"``, a size (``"100KB"``,
+    per second) or a bare number of bytes per second (the scenario loader asks files for a unit:
+    Toxiproxy reads a bare bandwidth in KB/s, see :mod:`testbed.core.scenario_units`)."""
+    if isinstance(value, str) and "/" in value:
+        size, _, per = value.rpartition("/")
+        factor = _TIME_UNITS.get(per.strip())
+        if factor is None:
+            raise ValueError(
+                f"bandwidth {value!r} has unknown time unit {per.strip()!r} (e.g. '100KB/s')"
+            )
+        try:
+            return parse_size(size) / factor
+        except ValueError:
+            raise ValueError(
+                f"bandwidth {value!r} is not a size per time (e.g. '100KB/s', '1MB/s')"
+            ) from None
+    return parse_size(value)
+
+
 def quantity_dimension(value: Any) -> str | None:
     """'time', 'size', 'rate' for a string with a recognisable unit, else None."""
     if not isinstance(value, str):
@@ -159,3 +197,4 @@ def format_duration(seconds: float) -> str:
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Rate = Annotated[float, BeforeValidator(parse_rate)]
 Size = Annotated[float, BeforeValidator(parse_size)]
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]

@@ -51,13 +51,15 @@ class Recorder:
         batch_rows: int = 5000,
         listeners: Sequence[Listener] | None = None,
         id_prefix: str = "",
+        flush_interval: float | None = None,
     ):
         self.replication = replication
         self.id_prefix = id_prefix or f"r{replication}."
         """Prefix of every message id this process makes: unique per run and replication."""
-        self.messages = RecordWriter(measured_dir, "messages", worker, batch_rows)
-        self.deliveries = RecordWriter(measured_dir, "deliveries", worker, batch_rows)
-        self.events = RecordWriter(measured_dir, "events", worker, max(1, batch_rows // 50))
+        every = flush_interval
+        self.messages = RecordWriter(measured_dir, "messages", worker, batch_rows, every)
+        self.deliveries = RecordWriter(measured_dir, "deliveries", worker, batch_rows, every)
+        self.events = RecordWriter(measured_dir, "events", worker, max(1, batch_rows // 50), every)
         self.listeners: list[Listener] = list(listeners or [])
         self.listener_errors = 0
         self._closed = False
@@ -140,6 +142,12 @@ class Recorder:
     def flush(self) -> None:
         for w in (self.messages, self.deliveries, self.events):
             w.flush()
+
+    def flush_due(self) -> None:
+        """Flush each table whose oldest buffered row is `flush_interval` old (a timer calls
+        this, so rows of an idle spell are not held longer than the bound)."""
+        for w in (self.messages, self.deliveries, self.events):
+            w.flush_due()
 
     def close(self) -> None:
         if not self._closed:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gevent
 import numpy as np
 from locust import events
 
@@ -157,6 +158,14 @@ def current_process() -> Process | None:
     return _STATE
 
 
+def _flush_timer(recorder: Recorder, interval: float) -> None:
+    """Flush rows older than `interval` even when no new row arrives to trigger it: a crash
+    then loses at most `interval` seconds of rows (recording.flush_interval, README)."""
+    while True:
+        gevent.sleep(interval / 2)
+        recorder.flush_due()
+
+
 def process_state(environment: Any | None = None) -> Process:
     global _STATE
     if _STATE is None:
@@ -172,6 +181,7 @@ def process_state(environment: Any | None = None) -> Process:
             scenario.recording.batch_rows,
             listeners,
             id_prefix=f"{token}.r{config.replication}.",
+            flush_interval=scenario.recording.flush_interval,
         )
         _STATE = Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
         if config.extra.get(CONTROL_KEY):
@@ -187,8 +197,11 @@ def process_state(environment: Any | None = None) -> Process:
             if _STATE is not None:
                 _STATE.stopping = True
 
+        flusher = gevent.spawn(_flush_timer, recorder, scenario.recording.flush_interval)
+
         @events.quitting.add_listener
         def _flush(**_: Any) -> None:
+            flusher.kill(block=False)
             recorder.close()
             if exporter is not None:
                 exporter.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -135,7 +136,8 @@ def test_writer_flushes_in_batches_and_survives_a_crash(tmp_path: Path) -> None:
         "detail",
         "replication",
     ]
-    assert not (tmp_path / "events.parts").exists()
+    # merged parts are gone; the .tmp may be a flush still under way, so it is not touched
+    assert [p.name for p in (tmp_path / "events.parts").iterdir()] == ["w1-000009.tmp"]
 
 
 def test_writer_rejects_unknown_table(tmp_path: Path) -> None:
@@ -146,3 +148,44 @@ def test_writer_rejects_unknown_table(tmp_path: Path) -> None:
 def test_merge_without_parts_writes_an_empty_table(tmp_path: Path) -> None:
     out = merge_parts(tmp_path, "deliveries")
     assert pq.read_table(out).num_rows == 0
+
+
+def test_merge_keeps_a_late_part_and_never_double_counts(tmp_path: Path) -> None:
+    """Issue 16 item 6: merge_parts deleted every file of the parts directory, including a
+    part an external worker flushed while the merge ran; now only parts named in the merged
+    file's manifest are deleted, and readers skip parts the manifest names."""
+    w = RecordWriter(tmp_path, "events", worker="w1", batch_rows=2)
+    w.extend((float(i), "k", "t", "{}", 0) for i in range(4))
+    real_read = pq.read_table
+    late = RecordWriter(tmp_path, "events", worker="late", batch_rows=1)
+
+    def read_then_a_late_flush(source: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(source).endswith("w1-000001.parquet"):
+            late.append((9.0, "late", "t", "{}", 0))  # lands while the merge runs
+        return real_read(source, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pq, "read_table", read_then_a_late_flush)
+        out = merge_parts(tmp_path, "events", sort_by="t")
+    assert pq.read_table(out).num_rows == 4
+    assert [p.name for p in (tmp_path / "events.parts").iterdir()] == ["late-000000.parquet"]
+    assert read_table(tmp_path, "events").column("t").to_pylist()[-1] == 9.0
+    # a crash between writing the merged file and deleting its parts: the parts come back,
+    # named in the manifest, and count once
+    for name in ("w1-000000.parquet", "w1-000001.parquet"):
+        pq.write_table(real_read(out).slice(0, 2), tmp_path / "events.parts" / name)
+    assert read_table(tmp_path, "events").num_rows == 5
+    merge_parts(tmp_path, "events", sort_by="t")
+    assert pq.read_table(out).column("t").to_pylist() == [0.0, 1.0, 2.0, 3.0, 9.0]
+    assert not (tmp_path / "events.parts").exists()
+
+
+def test_flush_interval_bounds_the_age_of_buffered_rows(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path, "events", worker="w", batch_rows=1000, flush_interval=0.5)
+    w.append((0.0, "k", "t", "{}", 0))
+    assert w.rows_written == 0 and not w.flush_due(now=w._oldest + 0.4)
+    assert w.flush_due(now=w._oldest + 0.5) and w.rows_written == 1
+    w.append((1.0, "k", "t", "{}", 0))
+    w._oldest -= 0.6  # the buffered row is now 0.6 s old: the next append flushes both
+    w.append((2.0, "k", "t", "{}", 0))
+    assert w.rows_written == 3

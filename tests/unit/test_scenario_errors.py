@@ -83,7 +83,7 @@ CASES = [
     ("negative duration", replace("duration: 60s", "duration: -5s"), 2, "duration",
      "greater than 0"),
     ("size unit in a time distribution", replace("mean: 5ms", "mean: 5KB"), 25,
-     "consumers[0].service_time", "mean: duration '5KB' has unknown unit 'KB'"),
+     "consumers[0].service_time.mean", "duration '5KB' has unknown unit 'KB'"),
     ("bad rate", replace("rate: 10/s", "rate: 10/fortnight"), 19, "producers[0].arrival.rate",
      "rate '10/fortnight' has unknown time unit 'fortnight'"),
     ("zero rate", replace("rate: 10/s", "rate: 0/s"), 19, "producers[0].arrival.rate",

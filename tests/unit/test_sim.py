@@ -66,7 +66,7 @@ producers:
   - {{name: p, queue: q, arrival: {{kind: poisson, rate: {lam}}}}}
 consumers:
   - {{name: c, queue: q, count: {n}, prefetch: 1,
-      service_time: {{kind: exponential, mean: {1 / mu}}}}}
+      service_time: {{kind: exponential, mean: {1 / mu}s}}}}
 """
 
 
@@ -145,7 +145,7 @@ topology:
   queues: [{{name: q}}]
 producers:
   - {{name: w, count: {n}, queue: q, confirms: true,
-      arrival: {{kind: closed, think_time: {{kind: exponential, mean: {think}}}}}}}
+      arrival: {{kind: closed, think_time: {{kind: exponential, mean: {think}s}}}}}}
 """)
     if model == "shared_lock":
         prof = Profile.zero(write_time={"mean": demand, "sd": demand})

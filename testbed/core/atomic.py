@@ -1,0 +1,76 @@
+"""Crash-safe file writes: a reader sees the old file or the whole new one, never a torn one.
+
+Write to a temporary file in the same directory, fsync it, rename it over the target and fsync
+the directory (so the rename itself survives a power loss). Used for the run directory's
+``environment.json``, ledgers and tables (issue 16, finalisation).
+"""
+
+from __future__ import annotations
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_parquet", "fsync_dir"]
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or creation in `directory` durable (best effort where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory
+    finally:
+        os.close(fd)
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    tmp = _tmp(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_parquet(path: Path, table: pa.Table, **options: Any) -> None:
+    path = Path(path)
+    tmp = _tmp(path)
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f, **options)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _replace(tmp, path)

@@ -3,6 +3,8 @@ name and comments promise."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from pathlib import Path
 from typing import get_args
 
@@ -148,3 +150,22 @@ def test_step_and_trace_examples_say_what_they_send() -> None:
         offered_load(_lib("service-time-shapes"))[q].utilisation == pytest.approx(0.4)
         for q in ("steady", "fitted", "skewed", "bimodal", "idle", "measured")
     )
+
+
+def test_readme_example_table_names_library_files() -> None:
+    """The README's example table lists only scenarios that exist, and every new example."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = [ln for ln in readme.splitlines() if ln.startswith("| `") and ".yaml`" in ln]
+    named = {n for ln in rows for n in re.findall(r"`([\w.*-]+)\.yaml`", ln.split("|")[1])}
+    stems = {p.stem for p in LIBRARY}
+    for name in named:
+        assert fnmatch.filter(stems, name), f"README names {name}.yaml, not in workloads/"
+    assert {
+        "activemq-quickstart",
+        "arrival-constant",
+        "arrival-steps",
+        "arrival-trace",
+        "service-time-shapes",
+        "faults-network-degraded",
+        "faults-network-outages",
+    } <= named

@@ -71,7 +71,13 @@ def sweep(
         bool, typer.Option("--no-predict", help="Skip the paired predictions.")
     ] = False,
     out_dir: Annotated[
-        Path, typer.Option("--out", metavar="DIR", help="Parent directory of the sweep directory.")
+        Path,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Output: the parent directory; the sweep creates a new sweep directory inside "
+            "it (as run --out).",
+        ),
     ] = Path("runs"),
     spark_master: SparkOpt = None,
     home: HomeOpt = None,

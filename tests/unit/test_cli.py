@@ -188,3 +188,23 @@ def test_down_json_in_a_real_process_keeps_child_output_off_stdout(tmp_path: Pat
                            timeout=60, env=env)  # fmt: skip
     assert json.loads(child.stdout) == {"x": 1, "ok": True, "exit_code": 0}
     assert child.stderr.strip() == "child"
+
+
+def test_out_says_what_it_names_in_every_command() -> None:
+    """Each command's --out help starts with "Output:" and says directory, run directory or file."""
+    from typer.testing import CliRunner
+
+    from testbed.cli.app import app as cli_app
+
+    expect = {
+        "run": "parent directory",
+        "sweep": "parent directory",
+        "predict": "run directory itself",
+        "calibrate": "profile YAML file",
+        "bench": "report file",
+    }
+    for command, kind in expect.items():
+        result = CliRunner().invoke(cli_app, [command, "--help"], env={"COLUMNS": "400"})
+        text = " ".join(result.output.split())
+        assert result.exit_code == 0 and "--out" in text, command
+        assert f"Output: the {kind}" in text, (command, text[text.find("--out") :][:200])

@@ -51,7 +51,10 @@ def _until(cond: object, timeout: float = 5.0) -> bool:
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "60", "mqbed-marker"], start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "mqbed-marker"],
+        start_new_session=True,
+    )
     yield proc
     proc.kill()
     proc.wait(5)
@@ -59,7 +62,7 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 
 def test_start_ticks_is_the_kernel_field(sleeper: subprocess.Popen[bytes]) -> None:
     raw = Path(f"/proc/{sleeper.pid}/stat").read_text()
-    assert start_ticks(sleeper.pid) == int(raw.split()[21])  # "sleep" has no space in its name
+    assert start_ticks(sleeper.pid) == int(raw.split()[21])  # no space in "python3"
     assert start_ticks(sleeper.pid) != start_ticks(os.getpid())
     assert start_ticks(2**22 + 1) is None  # above any pid_max: never exists
 
@@ -71,7 +74,7 @@ def test_identity_needs_start_time_and_marker(sleeper: subprocess.Popen[bytes]) 
     assert not is_alive(recycled) and not is_alive(recycled, check_marker=False)
     stranger = ProcessRef(ref.pid, ref.pgid, ref.start_ticks, "another-home")
     assert not is_alive(stranger) and is_alive(stranger, check_marker=False)
-    assert cmdline(sleeper.pid) == "sleep 60 mqbed-marker"
+    assert cmdline(sleeper.pid) == f"{sys.executable} -c import time; time.sleep(60) mqbed-marker"
 
 
 def test_a_zombie_is_not_alive_and_has_no_cmdline() -> None:

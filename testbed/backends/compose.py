@@ -30,6 +30,8 @@ import string
 import subprocess
 from pathlib import Path
 
+from dotenv import dotenv_values
+
 from testbed.backends.ports import pick_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,19 +68,14 @@ def _token(n: int, alphabet: str = _ALNUM) -> str:
 
 
 def read_env_file(path: Path | str) -> dict[str, str]:
-    """``KEY=VALUE`` lines of a compose ``.env`` file (comments and blanks skipped)."""
-    values: dict[str, str] = {}
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return values
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        values[key.strip()] = value.strip()
-    return values
+    """The settings of a compose ``.env`` file ({} when it does not exist).
+
+    Parsed by python-dotenv, whose syntax is the one compose accepts (comments, blank lines,
+    ``export KEY=...``, quoted values); a key without a value is left out. No ``${VAR}``
+    expansion: the values read back are the ones `write_compose_env` wrote.
+    """
+    values = dotenv_values(Path(path), encoding="utf-8", interpolate=False)
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def write_compose_env(

@@ -2,7 +2,9 @@
 
 A process is identified by ``(pid, start_ticks)`` — the kernel start time (field 22 of
 ``/proc/PID/stat``) makes a recycled PID distinguishable — plus a *marker* string that must occur
-in its command line (the testbed home). Nothing here ever looks processes up by name.
+in its command line (the testbed home). Nothing here ever looks processes up by name. The
+process table (states, command lines, children, the walk for a process group) is psutil's;
+only the start time is read by hand (see `start_ticks`).
 """
 
 from __future__ import annotations
@@ -31,14 +33,17 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 from testbed.exceptions import BackendError
 
 _PR_SET_PDEATHSIG = 1
+_GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 @dataclass(frozen=True)
@@ -68,28 +73,43 @@ class ProcessRef:
         )
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name (index 0 = state), or None."""
+def start_ticks(pid: int) -> int | None:
+    """Kernel start time of `pid` in clock ticks since boot, or None if it does not exist.
+
+    Read from ``/proc/PID/stat`` by hand on purpose: it is the identity stored in state files,
+    and psutil exposes it only as ``create_time()``, a float of seconds since the epoch derived
+    from the boot time — an exact integer compare is what tells a recycled PID apart.
+    """
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return raw[raw.rfind(")") + 2 :].split()
+    # Fields after "(comm)", which may itself hold spaces and parentheses: starttime is the
+    # 22nd field of the line, the 20th after the command name.
+    return int(raw[raw.rfind(")") + 2 :].split()[19])
 
 
-def start_ticks(pid: int) -> int | None:
-    """Kernel start time of `pid` in clock ticks since boot, or None if it does not exist."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
+def _live(proc: psutil.Process) -> bool:
+    """Whether `proc` exists and is not a zombie (or dead)."""
+    try:
+        return proc.status() not in _GONE
+    except psutil.Error:
+        return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:  # gone in the meantime
+        return None
 
 
 def cmdline(pid: int) -> str:
     """The command line of `pid` joined by spaces ('' if gone, a zombie or unreadable)."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return " ".join(psutil.Process(pid).cmdline()).strip()
+    except psutil.Error:
         return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
 def reap(pid: int) -> None:
@@ -104,46 +124,40 @@ def is_alive(ref: ProcessRef, *, check_marker: bool = True) -> bool:
     With `check_marker`, its command line must also contain ``ref.marker``.
     """
     reap(ref.pid)
-    fields = _stat_fields(ref.pid)
-    if fields is None or fields[0] in ("Z", "X", "x") or int(fields[19]) != ref.start_ticks:
+    try:
+        proc = psutil.Process(ref.pid)
+    except psutil.Error:
+        return False
+    if not _live(proc) or start_ticks(ref.pid) != ref.start_ticks:
         return False
     return not check_marker or ref.marker in cmdline(ref.pid)
 
 
 def is_paused(pid: int) -> bool:
     """Whether `pid` is stopped by a signal (SIGSTOP/SIGTSTP): state T in /proc/PID/stat."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] == "T"
-
-
-def _all_stats() -> Iterable[tuple[int, list[str]]]:
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields is not None:
-                yield int(entry.name), fields
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
 
 
 def descendants(pid: int) -> list[ProcessRef]:
     """Every live descendant of `pid` (children that setsid() themselves included)."""
-    children: dict[int, list[tuple[int, list[str]]]] = {}
-    for child, fields in _all_stats():
-        children.setdefault(int(fields[1]), []).append((child, fields))
+    try:
+        children = psutil.Process(pid).children(recursive=True)  # by parent PID, not by group
+    except psutil.Error:
+        return []
     found: list[ProcessRef] = []
-    todo = [pid]
-    while todo:
-        for child, fields in children.get(todo.pop(), []):
-            if fields[0] not in ("Z", "X", "x"):
-                found.append(ProcessRef(child, int(fields[2]), int(fields[19]), ""))
-                todo.append(child)
+    for child in children:
+        pgid, ticks = _pgid(child.pid), start_ticks(child.pid)
+        if pgid is not None and ticks is not None and _live(child):
+            found.append(ProcessRef(child.pid, pgid, ticks, ""))
     return found
 
 
 def group_members(pgid: int) -> list[int]:
     """PIDs of live (non-zombie) processes in process group `pgid`."""
-    return [
-        pid for pid, fields in _all_stats() if int(fields[2]) == pgid and fields[0] not in "ZXx"
-    ]
+    return [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid and _live(p)]
 
 
 def signal_process(ref: ProcessRef, sig: int, *, check_marker: bool = True) -> bool:

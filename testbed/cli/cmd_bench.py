@@ -54,7 +54,7 @@ def calibrate(
         typer.Option(
             "--out",
             metavar="FILE",
-            help="Profile YAML to write (default: this machine's cache, "
+            help="Output: the profile YAML file to write (default: this machine's cache, "
             "<home>/calibration/<host>-<broker>-<version>-<client>.yaml, which runs use; "
             "never deploy/calibration/ unless named here).",
         ),
@@ -159,7 +159,8 @@ RunsOpt = Annotated[
     typer.Option(
         "--runs",
         metavar="DIR",
-        help="accuracy: where run directories go (runs/accuracy-<utc>).",
+        help="accuracy: the parent directory of the run directories (what run --out is; "
+        "default runs/accuracy-<utc>).",
     ),
 ]
 
@@ -190,7 +191,10 @@ def bench(
     out_file: Annotated[
         Path | None,
         typer.Option(
-            "--out", metavar="FILE", help="Report file (default docs/<suite>.md; one suite only)."
+            "--out",
+            metavar="FILE",
+            help="Output: the report file (default docs/<suite>.md; one suite only). Run "
+            "directories go to --runs.",
         ),
     ] = None,
     replications: Annotated[

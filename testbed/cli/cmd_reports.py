@@ -56,7 +56,9 @@ def compare(
     out_dir: Annotated[
         Path | None,
         typer.Option(
-            "--out", metavar="DIR", help="Write compare.html, compare.md and compare.json here."
+            "--out",
+            metavar="DIR",
+            help="Output: the directory compare.html, compare.md and compare.json go to.",
         ),
     ] = None,
     level: Annotated[
@@ -98,7 +100,13 @@ def sweep(
         bool, typer.Option("--no-predict", help="Skip the paired predictions.")
     ] = False,
     out_dir: Annotated[
-        Path, typer.Option("--out", metavar="DIR", help="Parent directory of the sweep directory.")
+        Path,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Output: the parent directory; the sweep creates a new sweep directory inside "
+            "it (as run --out).",
+        ),
     ] = Path("runs"),
     spark_master: SparkOpt = None,
     home: HomeOpt = None,

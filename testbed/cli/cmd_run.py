@@ -29,7 +29,13 @@ from testbed.core.thresholds import (
 from testbed.exceptions import ThresholdMiss
 
 OutOpt = Annotated[
-    Path, typer.Option("--out", metavar="DIR", help="Parent directory of the run directory.")
+    Path,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Output: the parent directory; the run creates a new run directory inside it "
+        "(what bench --runs is).",
+    ),
 ]
 BackendOpt = Annotated[
     Literal["local", "docker", "external"] | None,

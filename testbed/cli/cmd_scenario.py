@@ -97,7 +97,10 @@ def predict(
     out_dir: Annotated[
         Path | None,
         typer.Option(
-            "--out", metavar="DIR", help="Run directory; the prediction goes to DIR/predicted/."
+            "--out",
+            metavar="DIR",
+            help="Output: the run directory itself (a measured run's, or a new one), not its "
+            "parent; the prediction goes to DIR/predicted/.",
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -1,7 +1,13 @@
 """HTTP API of the fault proxy, shaped like Toxiproxy's, and a client for it.
 
-Served on 127.0.0.1 by a small hand-written HTTP/1.1 server on the proxy's event loop (one
-request per connection, JSON bodies). Paths, bodies and status codes follow Toxiproxy 2:
+Served on 127.0.0.1 on the proxy's event loop (one request per connection, JSON bodies). The
+HTTP/1.1 protocol (parsing, framing, chunked bodies, malformed input) is h11's; only the routing
+below is ours. No web framework on purpose: the API is nine routes on an asyncio loop the proxy
+already runs; aiohttp would bring several compiled packages (multidict, yarl, frozenlist, ...),
+Starlette a second server (uvicorn) with its own loop and signal handling. h11 is small, pure
+Python and already installed with Locust (through wsproto).
+
+Paths, bodies and status codes follow Toxiproxy 2:
 
     GET    /version                          {"version": ...}
     GET    /proxies                          {name: proxy, ...}
@@ -37,6 +43,8 @@ import logging
 import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any
+
+import h11
 
 from testbed.exceptions import FaultError
 from testbed.faults.link import LOOPBACK
@@ -104,25 +112,29 @@ class ApiServer:
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
         try:
-            method, path, body = await asyncio.wait_for(_read_request(reader), _READ_TIMEOUT)
+            method, path, body = await asyncio.wait_for(_read_request(conn, reader), _READ_TIMEOUT)
             status, payload = self.dispatch(method, path, body)
         except _HttpError as exc:
             status, payload = exc.status, {"error": str(exc), "status": exc.status}
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+        except (TimeoutError, ConnectionError):
             writer.close()
             return
         except Exception as exc:  # a bug: answer 500 rather than drop the connection
             log.exception("fault proxy API request failed")
             status, payload = 500, {"error": f"internal error: {exc!r}", "status": 500}
         data = b"" if status == 204 else json.dumps(payload).encode()
-        head = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-            "Connection: close\r\n\r\n"
+        headers = [("Content-Type", "application/json"), ("Connection", "close")]
+        if status != 204:
+            headers.append(("Content-Length", str(len(data))))
+        reply = conn.send(
+            h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, ""))
         )
+        for event in (h11.Data(data=data), h11.EndOfMessage()) if data else (h11.EndOfMessage(),):
+            reply = (reply or b"") + (conn.send(event) or b"")
         with contextlib.suppress(ConnectionError):
-            writer.write(head.encode() + data)
+            writer.write(reply or b"")
             await writer.drain()
         writer.close()
 
@@ -222,26 +234,32 @@ def _obj(body: Any, what: str) -> dict[str, Any]:
     return body
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, Any]:
-    line = (await reader.readline()).decode("latin-1").strip()
-    fields = line.split()
-    if len(fields) != 3:
-        raise _HttpError(400, f"bad request line {line!r}")
-    method, path = fields[0].upper(), fields[1]
-    length = 0
+async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> tuple[str, str, Any]:
+    """One request through h11 (request line, headers, Content-Length or chunked body)."""
+    request: h11.Request | None = None
+    raw = bytearray()
     while True:
-        header = (await reader.readline()).decode("latin-1").strip()
-        if not header:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise _HttpError(exc.error_status_hint, f"bad request: {exc}") from exc
+        if event is h11.NEED_DATA:
+            chunk = await reader.read(65536)
+            if not chunk and request is None:
+                raise ConnectionError("closed before a request")
+            conn.receive_data(chunk)  # b"" tells h11 the peer closed: it then reports an error
+        elif isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.Data):
+            raw += event.data
+            if len(raw) > _MAX_BODY:
+                raise _HttpError(413, f"body over the {_MAX_BODY}-byte limit")
+        elif isinstance(event, h11.EndOfMessage) and request is not None:
             break
-        key, _, value = header.partition(":")
-        if key.strip().lower() == "content-length":
-            if not value.strip().isdigit():
-                raise _HttpError(400, f"bad Content-Length {value.strip()!r}")
-            length = int(value)
-    if length > _MAX_BODY:
-        raise _HttpError(413, f"body of {length} bytes is over the {_MAX_BODY}-byte limit")
-    raw = await reader.readexactly(length) if length else b""
-    if not raw.strip():
+        else:  # ConnectionClosed before the end of the message
+            raise ConnectionError("closed in the middle of a request")
+    method, path = request.method.decode("ascii").upper(), request.target.decode("latin-1")
+    if not bytes(raw).strip():
         return method, path, None
     try:
         return method, path, json.loads(raw)

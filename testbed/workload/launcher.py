@@ -11,7 +11,14 @@ run directory), never through the run directory itself.
 
 from __future__ import annotations
 
-__all__ = ["LocustLauncher", "write_rendezvous", "ENV_MASTER_PORT", "EXPECT_WORKERS_WAIT"]
+__all__ = [
+    "LocustLauncher",
+    "write_rendezvous",
+    "ENV_MASTER_PORT",
+    "ENV_WEB_HOST",
+    "ENV_WEB_PORT",
+    "EXPECT_WORKERS_WAIT",
+]
 
 import json
 import os
@@ -32,6 +39,12 @@ LOCUSTFILE = Path(__file__).resolve().parents[2] / "workloads" / "locustfile.py"
 
 ENV_MASTER_PORT = "MQBED_LOCUST_MASTER_PORT"
 """Port the master binds for external workers (compose sets it); a free one otherwise."""
+ENV_WEB_PORT = "MQBED_LOCUST_WEB_PORT"
+"""Port of Locust's web UI (`--ui`); compose sets it from .env and publishes it on the host's
+127.0.0.1. A free port otherwise."""
+ENV_WEB_HOST = "MQBED_LOCUST_WEB_HOST"
+"""Address the web UI binds: 127.0.0.1 unless set (compose's bridge network sets 0.0.0.0 inside
+the container, so the port docker publishes on the host's 127.0.0.1 reaches it)."""
 EXPECT_WORKERS_WAIT = 60
 """Seconds the master waits for its external workers before giving up."""
 MARKER = "locust"
@@ -129,9 +142,10 @@ class LocustLauncher:
             "WARNING",
         ]
         if self.ui:
-            port = _free_port()
+            port = int(os.environ.get(ENV_WEB_PORT) or _free_port())
+            host = os.environ.get(ENV_WEB_HOST) or "127.0.0.1"
             self.web_url = f"http://127.0.0.1:{port}"
-            ui = ["--autostart", "--web-host", "127.0.0.1", "--web-port", str(port)]
+            ui = ["--autostart", "--web-host", host, "--web-port", str(port)]
         else:
             ui = ["--headless"]
         if self.external_workers:

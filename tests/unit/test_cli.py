@@ -208,3 +208,24 @@ def test_compare_is_wired_and_refuses_a_directory_that_is_no_run(tmp_path: Path)
     doc = one_document(result)
     assert result.exit_code == exit_codes.SCENARIO and "is not a run directory" in doc["error"]
     assert "baseline" in invoke("compare", "--help").output
+
+
+def test_out_says_what_it_names_in_every_command() -> None:
+    """Each command's --out help starts with "Output:" and says directory, run directory or file."""
+    from typer.testing import CliRunner
+
+    from testbed.cli.app import app as cli_app
+
+    expect = {
+        "run": "parent directory",
+        "sweep": "parent directory",
+        "predict": "run directory itself",
+        "calibrate": "profile YAML file",
+        "bench": "report file",
+        "compare": "directory compare.html",
+    }
+    for command, kind in expect.items():
+        result = CliRunner().invoke(cli_app, [command, "--help"], env={"COLUMNS": "400"})
+        text = " ".join(result.output.split())
+        assert result.exit_code == 0 and "--out" in text, command
+        assert f"Output: the {kind}" in text, (command, text[text.find("--out") :][:200])

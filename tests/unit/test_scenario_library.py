@@ -3,11 +3,17 @@ name and comments promise."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from testbed.core.distributions import KINDS
 from testbed.core.load import offered_load
+from testbed.core.scenario import Arrival, ClosedArrival
+from testbed.core.scenario_faults import NETWORK_TOXICS, NetworkFault
 from testbed.core.scenario_loader import load_scenario, validate_file
 
 LIBRARY = sorted((Path(__file__).resolve().parents[2] / "workloads").glob("*/*.yaml"))
@@ -100,3 +106,66 @@ def test_elastic_ramp_at_the_issues_rate() -> None:
     s = _lib("elastic-ramp-750-pool1")
     assert s.autoscaling[0].sla_delta == pytest.approx(700 / 60, rel=1e-3)
     assert offered_load(s)["work"].utilisation == pytest.approx(0.75)
+
+
+def _kinds_used() -> dict[str, set[str]]:
+    """Arrival kinds, distribution kinds (sizes, service and think times) and toxics in use."""
+    used: dict[str, set[str]] = {"arrival": set(), "distribution": set(), "toxic": set()}
+    for path in LIBRARY:
+        s = load_scenario(path)
+        dists = [p.size for p in s.producers] + [c.service_time for c in s.consumers]
+        dists += [f.size for c in s.consumers for f in c.follow_ups]
+        for p in s.producers:
+            used["arrival"].add(p.arrival.kind)
+            if isinstance(p.arrival, ClosedArrival):
+                dists.append(p.arrival.think_time)
+        used["distribution"].update("deterministic" if d.kind == "fixed" else d.kind for d in dists)
+        used["toxic"].update(f.kind for f in s.faults if isinstance(f, NetworkFault))
+    return used
+
+
+def test_every_kind_has_a_runnable_example() -> None:
+    """Each arrival kind, distribution kind and toxic appears in at least one library scenario."""
+    arrivals = {
+        get_args(a.model_fields["kind"].annotation)[0] for a in get_args(get_args(Arrival)[0])
+    }
+    used = _kinds_used()
+    assert arrivals == {"poisson", "constant", "mmpp", "ramp", "steps", "trace", "closed"}
+    assert used["arrival"] == arrivals
+    assert used["distribution"] == set(KINDS) - {"fixed"}  # fixed is deterministic's alias
+    assert used["toxic"] == set(NETWORK_TOXICS)
+
+
+def test_library_has_an_activemq_scenario() -> None:
+    kinds = {load_scenario(p).broker.kind for p in LIBRARY}
+    assert kinds == {"rabbitmq", "activemq"}
+
+
+def test_step_and_trace_examples_say_what_they_send() -> None:
+    steps = _lib("arrival-steps").producers[0].arrival
+    assert [(s.at, s.rate) for s in steps.steps] == [(0.0, 50.0), (10.0, 150.0), (20.0, 50.0)]
+    trace = _lib("arrival-trace").producers[0].arrival
+    assert len(trace.times) == 200 and trace.loop  # 8 bursts of 25, read from traces/bursts.csv
+    assert all(
+        offered_load(_lib("service-time-shapes"))[q].utilisation == pytest.approx(0.4)
+        for q in ("steady", "fitted", "skewed", "bimodal", "idle", "measured")
+    )
+
+
+def test_readme_example_table_names_library_files() -> None:
+    """The README's example table lists only scenarios that exist, and every new example."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = [ln for ln in readme.splitlines() if ln.startswith("| `") and ".yaml`" in ln]
+    named = {n for ln in rows for n in re.findall(r"`([\w.*-]+)\.yaml`", ln.split("|")[1])}
+    stems = {p.stem for p in LIBRARY}
+    for name in named:
+        assert fnmatch.filter(stems, name), f"README names {name}.yaml, not in workloads/"
+    assert {
+        "activemq-quickstart",
+        "arrival-constant",
+        "arrival-steps",
+        "arrival-trace",
+        "service-time-shapes",
+        "faults-network-degraded",
+        "faults-network-outages",
+    } <= named

@@ -116,7 +116,7 @@ def _mqbed_scenario(m: QueueModel, horizon: float, seed: int) -> Any:
         broker = "{model: amqp}"
         consumers = (
             f"{{name: c, queue: q, count: {m.servers}, prefetch: 1, "
-            f"service_time: {{kind: exponential, mean: {1 / m.mus[0]}}}}}"
+            f"service_time: {{kind: exponential, mean: {1 / m.mus[0]}s}}}}"
         )
     text = f"""
 name: peers-{"tandem" if m.tandem else "mmc"}

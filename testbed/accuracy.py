@@ -1,7 +1,8 @@
 """`mqbed bench --suite accuracy`: the scenario library run, predicted, judged (docs/models.md §10).
 
 Each case runs one library scenario through the whole pipeline (`run_scenario` with its paired
-prediction on the shipped calibration profile, then the Spark analysis) — or, for the
+prediction on this machine's calibration profile — measured first when there is none, or as
+``--calibration`` says — then the Spark analysis) — or, for the
 closed-loop saturation case, a sweep — and collects from ``analysis/summary.json`` per metric:
 the measured median with its 95 % interval, the prediction, the relative error, the target and
 whether the prediction lies inside the measured interval. Case-specific checks come on top:
@@ -234,7 +235,8 @@ def _earlier(work: Path, case: AccuracyCase, text: str) -> Path | None:
 
 
 def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: Path,
-              console: Console, reuse: bool = False) -> dict[str, Any]:  # fmt: skip
+              console: Console, reuse: bool = False,
+              calibration: str = "auto") -> dict[str, Any]:  # fmt: skip
     from testbed.report.build import build_report
     from testbed.run import run_scenario
     from testbed.sweep import sweep
@@ -275,6 +277,7 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
     else:
         run_dir = earlier or run_scenario(f, home=home, out_dir=work / "runs",
                                           replications=reps, predict=True,
+                                          calibration=calibration,
                                           console=console).run_dir  # fmt: skip
         build_report([run_dir], console=console)
         summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
@@ -310,6 +313,7 @@ def run_accuracy(
     command: str = "mqbed bench --suite accuracy",
     progress: Callable[[str], None] = lambda _: None,
     console: Console | None = None,
+    calibration: str = "auto",
 ) -> Path:
     """Run the cases (all, or those whose name or file contains an `only` entry); write
     ``out_md`` and the JSON beside it. Raises when a case's machinery breaks."""
@@ -335,7 +339,8 @@ def run_accuracy(
             progress(f"[{i}/{len(cases)}] {case.name}")
             try:
                 res = _run_case(case, quick=quick, reps=reps, home=home, work=work,
-                                console=console, reuse=reuse)  # fmt: skip
+                                console=console, reuse=reuse,
+                                calibration=calibration)  # fmt: skip
             except Exception as e:  # noqa: BLE001 - recorded, then raised at the end
                 res = {"case": case.name, "scenario": case.scenario, "error": repr(e),
                        "wall_s": None}  # fmt: skip

@@ -21,12 +21,12 @@ warmup: 1s
 drain_timeout: 10s
 broker: {kind: rabbitmq}
 topology:
-  queues: [{name: work, durable: false}]
+  queues: [{name: plugin-work, durable: false}]  # its own queue on a shared broker
 producers:
-  - {name: orders, count: 1, queue: work, arrival: {kind: constant, rate: 20/s}, size: 200B}
+  - {name: orders, count: 1, queue: plugin-work, arrival: {kind: constant, rate: 20/s}, size: 200B}
 consumers:
   - name: workers
-    queue: work
+    queue: plugin-work
     count: 1
     prefetch: 10
     service_time: {kind: deterministic, value: 1ms}

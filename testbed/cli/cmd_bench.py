@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_home
+from testbed.cli.cmd_run import CalibrationOpt
 from testbed.cli.output import json_output
 from testbed.exceptions import AccuracyMiss
 
@@ -206,6 +207,7 @@ def bench(
     runs: RunsOpt = None,
     reuse: ReuseOpt = False,
     report_only: ReportOnlyOpt = False,
+    calibration: CalibrationOpt = "auto",
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -226,7 +228,8 @@ def bench(
             progress(f"wrote {path}")
         if suite in ("accuracy", "all"):
             options = dict(quick=quick, home=testbed_home(home), runs_dir=runs, reuse=reuse,
-                           replications=replications, report_only=report_only)  # fmt: skip
+                           replications=replications, report_only=report_only,
+                           calibration=calibration)  # fmt: skip
             target = out_file or ROOT / "docs" / "accuracy.md"
             _accuracy(target, only if suite == "accuracy" else None, options, doc)
         if not as_json:

@@ -20,6 +20,11 @@ bootstrap), by one of three methods, named in the output:
 - ``poisson``: ledger counts without replications to resample (they are not per window): a
   parametric bootstrap, each count drawn from a Poisson law with the observed mean.
 
+A percentile is not judged (no interval) when either run has fewer than :data:`MIN_TAIL`
+latencies beyond it: the bootstrap of an extreme order statistic is inconsistent (it can only
+redraw the few largest values), and two seeds of one 3-s scenario then came out "significantly"
+different at p99 with ~100 latencies each.
+
 ``significant`` says the interval excludes 0. The intervals are simultaneous: the level is
 split over the metrics compared (Bonferroni), so comparing two runs of the same scenario flags
 nothing with probability ≥ `level` instead of one metric in twenty by chance.
@@ -57,6 +62,8 @@ two values has three possible means: its interval says little)."""
 RESAMPLES = 5000
 """Enough for the tails of a Bonferroni-split level (99.4 % over 8 metrics: ~15 per tail)."""
 _QUANTILES = {"latency_p50_s": 0.5, "latency_p95_s": 0.95, "latency_p99_s": 0.99}
+MIN_TAIL = 10
+"""Latencies a run needs beyond a percentile for its interval (p99: 1,000 latencies)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,14 @@ def diff_interval(
         diffs = _poisson_resamples(other, metric, rng) - _poisson_resamples(baseline, metric, rng)
         low, high = _interval(diffs, level)
         return DiffInterval(low, high, "poisson", "ledger counts, Poisson law")
+    if metric in _QUANTILES:
+        need = math.ceil(MIN_TAIL / (1.0 - _QUANTILES[metric]))
+        have = min(int(run.units.lat_n.sum()) for run in (baseline, other))
+        if have < need:
+            return DiffInterval(
+                None, None, "none", f"{have} latencies; a p{_QUANTILES[metric] * 100:g} "
+                f"interval needs {need} ({MIN_TAIL} beyond it)"
+            )  # fmt: skip
     a = _slice_resamples(baseline, metric, seed)
     b = _slice_resamples(other, metric, seed + 1)
     if a is None or b is None:

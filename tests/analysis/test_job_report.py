@@ -148,7 +148,7 @@ def _plugin_assertions(run_dir: Path, summary: dict[str, Any]) -> None:
         assert_thresholds(result, f"p95 < {p95 * 0.5}s")
     with pytest.raises(AssertionError, match=r"outside their target: .*latency p95") as info:
         assert_verdicts(result)
-    assert "synthetic — FAIL" in str(info.value)
+    assert "synthetic — Prediction accuracy" in str(info.value)
     assert_verdicts(result, metrics=["throughput_msg_s"])  # the rate is predicted right
 
 

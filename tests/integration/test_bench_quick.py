@@ -43,6 +43,7 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     home = local_backend.home  # type: ignore[attr-defined]
     only = "quickstart [rabbitmq]"
     quick = ["bench", "--suite", "accuracy", "--quick", "--only", only, "--out", str(out)]
+    quick += ["--calibration", "shipped"]  # the machinery, not the numbers: no calibration run
     quick += ["--home", str(home), "--runs", str(tmp_path / "runs")]
     result = CliRunner().invoke(app, quick)
     assert result.exit_code == 0, result.output

@@ -68,9 +68,10 @@ def test_prefetch_difference_is_significant_and_two_seeds_are_not(
     assert all(m["method"] in ("blocks", "poisson") for m in seeds["metrics"]), shown
 
     assert len(doc["warnings"]) == 1 and "compare-prefetch-50" in doc["warnings"][0]
-    assert {"latency_mean_s", "latency_p95_s", "latency_p99_s"} <= set(prefetch["significant"])
+    assert {"latency_mean_s", "latency_p50_s"} <= set(prefetch["significant"])
     m = {e["metric"]: e for e in prefetch["metrics"]}
-    for name in ("latency_p95_s", "latency_p99_s"):
-        assert m[name]["interval"][0] > 0.1, shown  # hoarded: waits of many 100 ms services
+    assert m["latency_mean_s"]["interval"][0] > 0.1, shown  # hoarded: waits of 100 ms services
+    for name in ("latency_p95_s", "latency_p99_s"):  # ~100 latencies: too few for their tails
+        assert m[name]["method"] == "none" and m[name]["significant"] is None, shown
     assert m["losses"]["other"] == m["duplicates"]["other"] == 0
     assert Path(doc["files"]["html"]).read_text().count('class="comparison"') == 2

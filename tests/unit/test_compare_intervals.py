@@ -148,3 +148,19 @@ def test_a_significant_change_is_coloured_by_the_metric_s_better_direction() -> 
     assert rows(doc("throughput_msg_s", 5.0, True))[0].tone == "ok"
     assert rows(doc("throughput_msg_s", 5.0, False))[0].tone == "na"
     assert [r.mark for r in rows(doc("losses", 3.0, True))] == ["▲"]
+
+
+def test_a_percentile_with_too_few_latencies_beyond_it_is_not_judged() -> None:
+    """~150 latencies per run: p50 gets an interval (it needs 20), p95 (200) and
+    p99 (1,000) do not; a 10x slower run is still found by the mean and the median."""
+    values = {"latency_p50_s": [0.01], "latency_p95_s": [0.02], "latency_p99_s": [0.03],
+              "latency_mean_s": [0.01]}  # fmt: skip
+    a = run(values, windows=15, rate=10.0, seed=1)
+    slow = run(values, windows=15, rate=10.0, seed=2, latency_s=0.1)
+    n = int(a.units.lat_n.sum())
+    assert 100 < n < 200, n
+    for metric in ("latency_p95_s", "latency_p99_s"):
+        ci = diff_interval(a, slow, metric, 0.95)
+        assert ci.method == "none" and ci.significant is None and "interval needs" in ci.detail
+    for metric in ("latency_p50_s", "latency_mean_s"):
+        assert diff_interval(a, slow, metric, 0.95).significant is True, metric

@@ -455,8 +455,10 @@ class Scenario(Strict):
         """The scenario with every default filled, as written to the run directory."""
         import yaml
 
+        from testbed.core.scenario_units import RESOLVED_HEADER
+
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        return RESOLVED_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 from testbed.core.scenario_loader import load_scenario, validate_file  # noqa: E402

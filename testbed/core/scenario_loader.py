@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from testbed.core.overrides import RunOverrides
 from testbed.core.safe_read import InputRefused, read_text_file
-from testbed.core.scenario_units import FIELD_HINTS, check_units
+from testbed.core.scenario_units import FIELD_HINTS, RESOLVED_HEADER, check_units
 from testbed.core.suggest import did_you_mean
 from testbed.core.yamlmap import LineMap, YamlProblem, format_path, load_with_lines
 from testbed.exceptions import ScenarioError, ScenarioIssue
@@ -217,7 +217,7 @@ def parse_scenario(
         file = f"{file} [{overrides.label()}]"
     if "name" not in data:
         data = {"name": Path(file).stem if file != "<scenario>" else "scenario", **data}
-    unit_issues = check_units(data, lines, file)
+    unit_issues = [] if text.startswith(RESOLVED_HEADER) else check_units(data, lines, file)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as err:

@@ -12,19 +12,25 @@ fields that is what anyone means (``duration: 60``, ``rate: 50``), but not for:
 
 There, a unit is required: each bare non-zero number becomes an error naming the field, its
 value and the fix. The check runs on the file's data before the schema (so the line is the
-field's own), and only there: Python callers of the models keep passing seconds and bytes.
+field's own), and only there: Python callers of the models keep passing seconds and bytes, and
+a *resolved* scenario — the copy a run writes to its directory (``Scenario.resolved_yaml``), in
+base units throughout, which workers, reports and comparisons read back — starts with
+:data:`RESOLVED_HEADER` and is not checked.
 Toxiproxy's own field names (``stream``, ``type``, ``attributes``) and ``for`` get a hint
 toward mqbed's (see :data:`FIELD_HINTS`).
 """
 
 from __future__ import annotations
 
-__all__ = ["FIELD_HINTS", "check_units"]
+__all__ = ["FIELD_HINTS", "RESOLVED_HEADER", "check_units"]
 
 from typing import Any
 
 from testbed.core.yamlmap import LineMap, format_path
 from testbed.exceptions import ScenarioIssue
+
+RESOLVED_HEADER = "# mqbed resolved scenario: every default filled, base units (s, B, 1/s)\n"
+"""First line of a run directory's ``scenario.yaml``: its bare numbers are base units."""
 
 FIELD_HINTS: dict[str, str] = {
     "stream": "Toxiproxy's name for 'direction' (upstream, downstream or both)",

@@ -20,6 +20,8 @@ from rich.console import Console
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.brokers import make_adapter
+from testbed.core.scenario_loader import load_scenario
+from testbed.core.scenario_units import RESOLVED_HEADER
 from testbed.observe.stats import make_stats_poller
 from testbed.run import run_scenario
 
@@ -130,7 +132,9 @@ consumers:
     assert set(stats["Type"].dropna()) >= {"publish", "consume"}
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["interrupted"] is False and env["broker"]["kind"] == broker.kind
-    assert (run_dir / "scenario.yaml").read_text().startswith("name: ledger-")
+    copy = (run_dir / "scenario.yaml").read_text()  # resolved: base units, read back as is
+    assert copy.startswith(RESOLVED_HEADER) and "\nname: ledger-" in copy
+    assert load_scenario(run_dir / "scenario.yaml").consumers[0].service_time.mean == 0.002
 
 
 @pytest.mark.parametrize("broker", BROKERS, indirect=True)

@@ -184,3 +184,27 @@ def test_nan_in_a_trace_echoes_only_the_cell(tmp_path: Path) -> None:
     scenario, issues = _issues(text, tmp_path)
     (issue,) = [i for i in issues if i.severity == "error"]
     assert "'inf'" in issue.message and "secret" not in issue.message
+
+
+def test_a_resolved_scenario_reads_back_although_its_numbers_are_bare() -> None:
+    """A run directory's scenario.yaml is in base units (workers and reports read it back);
+    the same numbers written by a user still need their units."""
+    from testbed.core.scenario_loader import parse_scenario
+    from testbed.core.scenario_units import RESOLVED_HEADER
+
+    text = """
+name: r
+duration: 5s
+broker: {kind: rabbitmq}
+topology: {queues: [{name: q}]}
+producers: [{name: p, queue: q, arrival: {kind: poisson, rate: 10/s}}]
+consumers: [{name: c, queue: q, service_time: {kind: exponential, mean: 5ms}}]
+"""
+    scenario, issues = parse_scenario(text)
+    assert scenario is not None, issues
+    resolved = scenario.resolved_yaml()
+    assert resolved.startswith(RESOLVED_HEADER) and "mean: 0.005" in resolved
+    again, issues = parse_scenario(resolved)
+    assert again is not None and again.consumers[0].service_time.mean == 0.005, issues
+    bare, issues = parse_scenario(resolved.removeprefix(RESOLVED_HEADER))
+    assert bare is None and any("has no unit" in str(i) for i in issues)

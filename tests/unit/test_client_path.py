@@ -117,7 +117,7 @@ def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> 
         assert hold.service_time.kind == "exponential"  # a continuous law (module docstring)
         rho = ph.hold * (HOLD_SERVICE + 0.001) / hold.count
         assert rho == pytest.approx(HOLD_UTILISATION, abs=0.02)  # busy at times, never saturated
-    assert [ph.total for ph in PHASES] == [50.0, 180.0, 345.0]  # the load levels of the tables
+    assert [ph.total for ph in PHASES] == [50.0, 184.0, 358.0]  # the load levels of the tables
     assert {p.queue for p in s.producers} >= {"mqbed-cal-small", "mqbed-cal-large"}
 
 
@@ -205,10 +205,10 @@ def test_analytic_percentiles_come_from_distributions_never_the_mean() -> None:
 
 
 def test_delivery_consumers_are_never_busy_enough_to_queue() -> None:
-    """Each zero-service consumer of a delivery stream takes at most ~40 msg/s in any phase: at
-    ~1 ms of client cost per message it is idle when the next one arrives (ρ ≤ 0.04)."""
+    """Each zero-service consumer of a delivery stream takes at most 60 msg/s in any phase: at
+    ~1 ms of client cost per message it is idle when the next one arrives (ρ ≤ 0.06)."""
     s = Scenario.model_validate(calibration_scenario("rabbitmq", "pika"))
     for stream in ("small", "large", "persistent"):
         group = next(c for c in s.consumers if c.queue == f"mqbed-cal-{stream}")
         peak = max(getattr(ph, stream) for ph in PHASES)
-        assert peak / group.count <= 40.0, (stream, peak, group.count)
+        assert peak / group.count <= 60.0, (stream, peak, group.count)

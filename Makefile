@@ -37,8 +37,8 @@ lint: venv
 	$(BIN)/lint-imports
 
 test: setup lint
-	MQBED_GATE_PHASE=defer $(BIN)/pytest $(PYTEST_PARALLEL)
-	MQBED_GATE_PHASE=only $(BIN)/pytest
+	MQBED_GATE_PHASE=defer $(BIN)/pytest $(PYTEST_PARALLEL) --durations=25
+	MQBED_GATE_PHASE=only $(BIN)/pytest --durations=5
 
 unit: venv
 	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from testbed.core.strict import Strict
-from testbed.core.units import Bandwidth, Duration, Rate, Size
+from testbed.core.units import Bandwidth, Duration, Rate, Size, parse_duration
 
 NonNeg = Annotated[Duration, Field(ge=0)]
 Pos = Annotated[Duration, Field(gt=0)]
@@ -79,6 +79,14 @@ _OPTIONAL = {
     "partition": ("mode",),
     "loss": ("retransmit_delay",),
 }
+
+
+def _seconds(value: Any) -> Any:
+    """A duration as seconds when it parses (else the value itself, for the schema to refuse)."""
+    try:
+        return parse_duration(value)
+    except (TypeError, ValueError):
+        return value
 
 
 class NetworkFault(Strict):
@@ -239,9 +247,10 @@ class ElasticQueues(_Scaling):
     @classmethod
     def _interval_is_period(cls, data: Any) -> Any:
         """The elastic policy acts every `period`; `interval` (the other policies' name) is
-        accepted for it, but not both: one of them would be ignored."""
+        accepted for it, but not both with different values: one of them would be ignored.
+        (Equal values are what a run directory's resolved scenario holds.)"""
         if isinstance(data, dict) and "interval" in data:
-            if "period" in data:
+            if "period" in data and _seconds(data["period"]) != _seconds(data["interval"]):
                 raise ValueError(
                     "interval: give 'period' or 'interval', not both: for the elastic policy "
                     "they are the same setting (how often it acts)"

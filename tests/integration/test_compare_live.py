@@ -65,7 +65,9 @@ def test_prefetch_difference_is_significant_and_two_seeds_are_not(
 
     assert seeds["same_scenario"] and seeds["same_settings"]  # the seed aside
     assert seeds["significant"] == [], shown
-    assert all(m["method"] in ("blocks", "poisson") for m in seeds["metrics"]), shown
+    tails = {"latency_p95_s", "latency_p99_s"}  # ~100 latencies: too few to judge their tails
+    assert all(m["method"] in ("blocks", "poisson") for m in seeds["metrics"]
+               if m["metric"] not in tails), shown  # fmt: skip
 
     assert len(doc["warnings"]) == 1 and "compare-prefetch-50" in doc["warnings"][0]
     assert {"latency_mean_s", "latency_p50_s"} <= set(prefetch["significant"])

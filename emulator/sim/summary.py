@@ -243,7 +243,8 @@ def replication_metrics(
         queue[known],
         flow[idx[known]],
     )
-    names = sorted(set(dels["queue"].to_pylist()) | set(msgs["queue"].to_pylist()) - {None})
+    queues_seen = pc.unique(pa.concat_arrays([pc.unique(dels["queue"]), pc.unique(msgs["queue"])]))
+    names = sorted(q for q in queues_seen.to_pylist() if q is not None)
     m_all = message_index(dels["msg_id"], msgs)
     seen = m_all >= 0
     fs.depth.deliveries(

@@ -243,16 +243,12 @@ def write_table(directory: Path, table: str, data: pa.Table | dict[str, Sequence
     A column the data lacks is written as nulls (a writer older than the schema, e.g. a
     ``deliveries`` table without ``service_s``), as :func:`read_table` reads old files."""
     schema = SCHEMAS[table]
-    rows = data.num_rows if isinstance(data, pa.Table) else len(next(iter(data.values()), []))
-    present = data.column_names if isinstance(data, pa.Table) else list(data)
-    columns = {
-        f.name: data[f.name] if f.name in present else pa.nulls(rows, f.type) for f in schema
-    }
-    data = pa.Table.from_arrays(
-        [pa.array(c, type=f.type) if not isinstance(c, pa.ChunkedArray | pa.Array) else c
-         for c, f in zip(columns.values(), schema, strict=True)],
-        names=schema.names,
-    ).cast(schema)  # fmt: skip
+    if isinstance(data, dict):
+        data = pa.Table.from_pydict(dict(data))
+    for f in schema:
+        if f.name not in data.column_names:
+            data = data.append_column(f.name, pa.nulls(data.num_rows, f.type))
+    data = data.select(schema.names).cast(schema)
     path = Path(directory) / f"{table}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(path, data)

@@ -10,7 +10,7 @@ collect, predict) is `testbed.run`.
 from __future__ import annotations
 
 __all__ = [
-    "EXTERNAL_MARGIN",
+    "EXTERNAL_READY_WAIT",
     "INTERRUPTED_STOP",
     "STARTUP_MARGIN",
     "ReplicationSpec",
@@ -32,6 +32,7 @@ from testbed.backends.run_homes import RunHome
 from testbed.core.clock import RunClock
 from testbed.core.scenario import Scenario
 from testbed.core.seeds import replication_seed
+from testbed.exceptions import MqbedError
 from testbed.faults.injector import LocalBrokerFaults
 from testbed.faults.proxy import FaultProxy
 from testbed.faults.schedule import needs_proxy
@@ -41,8 +42,8 @@ from testbed.observe.exporter import ExportingPoller, PrometheusExporter, export
 from testbed.observe.recorder import Listener, Recorder
 from testbed.observe.stats import StatsPoller, make_stats_poller
 from testbed.observe.timeseries import TimeseriesSampler
-from testbed.workload.config import WorkerConfig
-from testbed.workload.launcher import LocustLauncher
+from testbed.workload.config import T0_PENDING, WorkerConfig, ready_marker
+from testbed.workload.launcher import EXPECT_WORKERS_WAIT, LocustLauncher
 from testbed.workload.scaling import CONTROL_KEY, user_count
 from testbed.workload.topology import all_queue_names
 
@@ -55,8 +56,8 @@ STARTUP_MARGIN = 5.0
 The topology is declared before that, so a fault at t=0 comes ≥ 5 s after the declaration:
 RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed within ~2 s of
 its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
-EXTERNAL_MARGIN = 10.0
-"""Extra seconds before t=0 for external workers to see the run and connect."""
+EXTERNAL_READY_WAIT = EXPECT_WORKERS_WAIT + 30.0
+"""Seconds a run waits for all its external workers to be ready before it gives up."""
 INTERRUPTED_STOP = 6.0
 """Seconds Locust gets to stop after a signal interrupted the run (30 s at a normal end)."""
 
@@ -116,12 +117,13 @@ def run_replication(spec: ReplicationSpec, console: Console) -> list[str]:
 
 def _start_parts(spec: ReplicationSpec) -> _Parts:
     """Build every part of the replication, then start the fault runner (if any), the
-    sampler, the autoscaler (if any) and Locust, and track Locust's processes."""
+    sampler, the autoscaler (if any) and Locust, and track Locust's processes.
+
+    With external workers Locust starts first and t=0 is fixed only once every worker is ready
+    (`_await_external`): a worker that imports slowly delays the start, never the load."""
     scenario, rep, measured = spec.scenario, spec.rep, spec.measured
     users = user_count(scenario)  # a scaled group has one user per slot
-    margin = STARTUP_MARGIN + 0.02 * users + (EXTERNAL_MARGIN if spec.external else 0.0)
-    t0_ns = time.time_ns() + int(margin * 1e9)
-    clock = RunClock(t0_ns)
+    margin = STARTUP_MARGIN + 0.02 * users
     proxy = (
         FaultProxy(seed=spec.seed, api_port=None).start() if needs_proxy(scenario.faults) else None
     )
@@ -129,9 +131,27 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     client_eps: dict[str, BrokerEndpoint] = {}
     if proxy is not None:
         links, client_eps = proxied_endpoints(proxy, spec.endpoint)
-    config = _worker_config(spec, client_eps, t0_ns)
     config_path = spec.run_dir / f"worker-config.r{rep}.json"
-    config.write(config_path, secrets=spec.entry.secrets_path(rep))
+    secrets = spec.entry.secrets_path(rep)
+    tail = scenario.duration + scenario.drain_timeout + 5
+    if spec.external:
+        _worker_config(spec, client_eps, T0_PENDING).write(config_path, secrets=secrets)
+        locust = _launcher(spec, config_path, users, EXPECT_WORKERS_WAIT + margin + tail)
+        locust.start(f"r{rep}")
+        spec.entry.track(locust.refs())
+        try:
+            _await_external(locust, config_path, spec.external[0])
+        except BaseException:
+            locust.stop(timeout=INTERRUPTED_STOP)
+            if proxy is not None:
+                proxy.stop()
+            raise
+    t0_ns = time.time_ns() + int(margin * 1e9)
+    clock = RunClock(t0_ns)
+    config = _worker_config(spec, client_eps, t0_ns)
+    config.write(config_path, secrets=secrets)
+    if not spec.external:
+        locust = _launcher(spec, config_path, users, margin + tail)
     # Prometheus exporter of this process (MQBED_PROMETHEUS_SD_DIR set, e.g. by `mqbed up
     # --with-prometheus` or compose): run events, fault events and the broker poller's gauges
     exporter = exporter_from_env(f"control-r{rep}", run_id=spec.run_dir.name)
@@ -139,20 +159,15 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     control = Recorder(measured, f"control-r{rep}", rep, batch_rows=1, listeners=listeners)
     sampler = _sampler(spec, clock, exporter)
     scaler = _autoscaler(spec, clock, config)
-    run_time = (t0_ns - time.time_ns()) / 1e9 + scenario.duration + scenario.drain_timeout + 5
-    locust = LocustLauncher(config_path, measured / "locust", users, run_time,
-                            spec.workers, spec.ui,
-                            external_workers=spec.external[0] if spec.external else 0,
-                            rendezvous=spec.external[1] if spec.external else None,
-                            secrets=spec.entry.secrets_path(rep))  # fmt: skip
     runner, fault_rec = None, None
     if scenario.faults and (proxy is not None or spec.backend is not None):
         runner, fault_rec = _start_fault_runner(spec, clock, proxy, links, listeners)
     sampler.start()
     if scaler is not None:
         scaler.start()
-    locust.start(f"r{rep}")
-    spec.entry.track(locust.refs())
+    if not spec.external:
+        locust.start(f"r{rep}")
+        spec.entry.track(locust.refs())
     return _Parts(
         clock=clock,
         locust=locust,
@@ -164,6 +179,35 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
         scaler=scaler,
         exporter=exporter,
     )
+
+
+def _launcher(
+    spec: ReplicationSpec, config_path: Path, users: int, run_time: float
+) -> LocustLauncher:
+    return LocustLauncher(config_path, spec.measured / "locust", users, run_time,
+                          spec.workers, spec.ui,
+                          external_workers=spec.external[0] if spec.external else 0,
+                          rendezvous=spec.external[1] if spec.external else None,
+                          secrets=spec.entry.secrets_path(spec.rep))  # fmt: skip
+
+
+def _await_external(locust: LocustLauncher, config_path: Path, workers: int) -> None:
+    """Wait (at most `EXTERNAL_READY_WAIT`) until each of the `workers` external workers has
+    left its ready marker beside the configuration; raise naming how many came."""
+    deadline = time.monotonic() + EXTERNAL_READY_WAIT
+    while True:
+        ready = [i for i in range(1, workers + 1) if ready_marker(config_path, i).exists()]
+        if len(ready) == workers:
+            return
+        locust.check_started()
+        if not locust.alive() or time.monotonic() > deadline:
+            raise MqbedError(
+                f"{len(ready)} of {workers} external Locust workers ready (slots {ready or '-'}) "
+                f"after {EXTERNAL_READY_WAIT:g} s: are the worker services running and "
+                f"watching {locust.rendezvous}? (compose: --profile distributed up -d "
+                f"--scale locust-worker={workers})"
+            )
+        time.sleep(0.1)
 
 
 def _worker_config(

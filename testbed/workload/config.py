@@ -5,14 +5,22 @@ locustfile reads it. The copy in the run directory has the broker passwords mask
 process gets them as :mod:`testbed.workload.credentials` describes. Times are on one clock:
 `t0_ns` is the workload start (t=0) in ``time.time_ns()`` units, shared by every process on
 the host (`testbed.core.clock.RunClock`).
+
+With *external* workers (`mqbed run --external-workers N`) the start is not known when the file
+is first written: workers started elsewhere import at their own pace, so `t0_ns` is
+``T0_PENDING`` until every one of them is ready. A worker's first user then leaves a ready
+marker beside the file (`ready_marker`) and waits (`await_start`) until the run rewrites the
+file with the real t=0; the run fixes t=0 only once all N markers are there. A late worker so
+delays the start instead of missing the load window.
 """
 
 from __future__ import annotations
 
-__all__ = ["WorkerConfig", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT"]
+__all__ = ["WorkerConfig", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT", "T0_PENDING", "ready_marker"]
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +31,8 @@ from testbed.workload.credentials import fill_credentials, split_credentials, wr
 ENV_VAR = "MQBED_RUN_CONFIG"
 HDR_TYPE = "x-mqbed-type"
 """Header: message type label (per-type latency tables for message-driven chains)."""
+T0_PENDING = 0
+"""`t0_ns` of a configuration whose start is not fixed yet (external workers still joining)."""
 HDR_ATTEMPT = "x-mqbed-attempt"
 """Header: delivery attempt number carried by re-enqueued copies (visibility timeout)."""
 
@@ -52,7 +62,9 @@ class WorkerConfig:
         if secrets is not None:
             doc, creds = split_credentials(doc)
             write_secrets(secrets, creds)
-        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        tmp = path.with_name(path.name + ".tmp")  # atomic: workers may be polling the file
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
 
     @classmethod
     def read(cls, path: Path | str, environ: Mapping[str, str] | None = None) -> WorkerConfig:
@@ -70,3 +82,27 @@ class WorkerConfig:
                 "the run configuration and points the variable at it"
             )
         return cls.read(path)
+
+    @classmethod
+    def await_start(cls, path: Path | str, worker_index: int, timeout: float) -> WorkerConfig:
+        """Leave this worker's ready marker and return the configuration once its start is
+        fixed (`t0_ns` no longer ``T0_PENDING``); raise after `timeout` seconds."""
+        marker = ready_marker(path, worker_index)
+        marker.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        deadline = time.monotonic() + timeout
+        while True:
+            config = cls.read(path)
+            if config.t0_ns != T0_PENDING:
+                return config
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{path}: the run did not fix its start within {timeout:g} s of this "
+                    f"worker ({worker_index}) being ready"
+                )
+            time.sleep(0.05)  # gevent-patched in Locust: the other greenlets keep running
+
+
+def ready_marker(config_path: Path | str, worker_index: int) -> Path:
+    """The file an external worker creates beside the run's configuration once it is ready."""
+    path = Path(config_path)
+    return path.with_name(f"{path.stem}.ready{worker_index}")

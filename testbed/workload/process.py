@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.lock
 import numpy as np
 from locust import events
 
@@ -27,7 +28,7 @@ from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
 from testbed.observe.recorder import Recorder
-from testbed.workload.config import WorkerConfig
+from testbed.workload.config import ENV_VAR, T0_PENDING, WorkerConfig
 from testbed.workload.crashes import run_crash_plan
 from testbed.workload.scaling import CONTROL_KEY, ScaleControl
 
@@ -151,6 +152,11 @@ class Process:
 
 
 _STATE: Process | None = None
+_MAKING = gevent.lock.BoundedSemaphore()
+"""Held while the state is made: waiting for the run's start yields to the other users'
+greenlets, which must wait for the one state instead of making a second."""
+START_WAIT = 300.0
+"""Seconds an external worker waits for the run to fix its start (t=0) once it is ready."""
 
 
 def current_process() -> Process | None:
@@ -167,43 +173,52 @@ def _flush_timer(recorder: Recorder, interval: float) -> None:
 
 
 def process_state(environment: Any | None = None) -> Process:
-    global _STATE
     if _STATE is None:
-        config = WorkerConfig.from_env()
-        scenario = load_scenario(config.scenario_file)
-        worker_index = int(os.environ.get("MQBED_WORKER_INDEX", "0"))
-        listeners = [LocustStatsListener(environment)] if environment is not None else []
-        token = hashlib.sha1(f"{config.run_id}:{config.t0_ns}".encode()).hexdigest()[:6]
-        recorder = Recorder(
-            Path(config.measured_dir),
-            f"w{worker_index}-{os.getpid()}",
-            config.replication,
-            scenario.recording.batch_rows,
-            listeners,
-            id_prefix=f"{token}.r{config.replication}.",
-            flush_interval=scenario.recording.flush_interval,
-        )
-        _STATE = Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
-        if config.extra.get(CONTROL_KEY):
-            _STATE.control = ScaleControl(config.extra[CONTROL_KEY])
-        # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
-        # which must find _STATE set instead of making a second recorder.
-        exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
-        if exporter is not None:
-            recorder.listeners.append(exporter)
-
-        @events.test_stopping.add_listener
-        def _stopping(**_: Any) -> None:
-            if _STATE is not None:
-                _STATE.stopping = True
-
-        flusher = gevent.spawn(_flush_timer, recorder, scenario.recording.flush_interval)
-
-        @events.quitting.add_listener
-        def _flush(**_: Any) -> None:
-            flusher.kill(block=False)
-            recorder.close()
-            if exporter is not None:
-                exporter.close()
-
+        with _MAKING:
+            if _STATE is None:
+                _make_state(environment)
+    assert _STATE is not None
     return _STATE
+
+
+def _make_state(environment: Any | None) -> None:
+    """The process's state, its recorder and their stop hooks (once, under `_MAKING`)."""
+    global _STATE
+    config = WorkerConfig.from_env()
+    worker_index = int(os.environ.get("MQBED_WORKER_INDEX", "0"))
+    if config.t0_ns == T0_PENDING:  # an external worker: the run fixes t=0 when all are in
+        config = WorkerConfig.await_start(os.environ[ENV_VAR], worker_index, START_WAIT)
+    scenario = load_scenario(config.scenario_file)
+    listeners = [LocustStatsListener(environment)] if environment is not None else []
+    token = hashlib.sha1(f"{config.run_id}:{config.t0_ns}".encode()).hexdigest()[:6]
+    recorder = Recorder(
+        Path(config.measured_dir),
+        f"w{worker_index}-{os.getpid()}",
+        config.replication,
+        scenario.recording.batch_rows,
+        listeners,
+        id_prefix=f"{token}.r{config.replication}.",
+        flush_interval=scenario.recording.flush_interval,
+    )
+    _STATE = Process(config, scenario, RunClock(config.t0_ns), recorder, worker_index)
+    if config.extra.get(CONTROL_KEY):
+        _STATE.control = ScaleControl(config.extra[CONTROL_KEY])
+    # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
+    # which must find _STATE set instead of making a second recorder.
+    exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
+    if exporter is not None:
+        recorder.listeners.append(exporter)
+
+    @events.test_stopping.add_listener
+    def _stopping(**_: Any) -> None:
+        if _STATE is not None:
+            _STATE.stopping = True
+
+    flusher = gevent.spawn(_flush_timer, recorder, scenario.recording.flush_interval)
+
+    @events.quitting.add_listener
+    def _flush(**_: Any) -> None:
+        flusher.kill(block=False)
+        recorder.close()
+        if exporter is not None:
+            exporter.close()

@@ -44,6 +44,7 @@ def _service(rendezvous: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 
+
 pytestmark = pytest.mark.integration
 
 

@@ -123,10 +123,21 @@ def reassemble(sidecar: Path, out_path: Path | None = None, *, derived_by: str) 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(
-        prog="python -m testbed.calibration.reassemble", description=__doc__
+        prog="python -m testbed.calibration.reassemble",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 written, 3 unreadable or invalid sidecar, 2 usage error.",
     )
-    ap.add_argument("sidecar", type=Path)
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "sidecar", type=Path, help="the calibration sidecar (NAME.points.json) to derive from"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="profile YAML to write (default: NAME.yaml beside the sidecar)",
+    )
     a = ap.parse_args(args_list)
     cmd = shlex.join(["python", "-m", "testbed.calibration.reassemble", *args_list])
     try:

@@ -4,6 +4,7 @@ started with `mqbed up --backend docker` in its home), measures, and removes the
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,12 @@ def test_short_run_on_its_own_broker_container(
         path, home=home, out_dir=tmp_path / "runs", backend="docker", predict=False
     )
     (ledger,) = result.ledgers
-    assert ledger.sent > 0 and ledger.lost == 0 and ledger.duplicated == 0
+    # everything sent was confirmed and delivered once; a run that delivers nothing fails
+    assert ledger.sent == ledger.confirmed == ledger.delivered_unique > 0, ledger
+    assert ledger.lost == ledger.duplicated == 0, ledger
+    # 2 x 100/s Poisson over 6 s: the producers kept their rate (within 4 sigma)
+    expected = 200 * 6.0
+    assert abs(ledger.sent - expected) < 4 * math.sqrt(expected), ledger.sent
     env = json.loads((result.run_dir / "environment.json").read_text())
     assert env["backend"] == "docker"
     assert env["broker"]["version"], env["broker"]

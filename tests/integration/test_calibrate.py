@@ -11,7 +11,7 @@ import pytest
 from testbed.backends.base import BrokerEndpoint
 from testbed.calibration.api import calibrate_endpoint
 from testbed.calibration.assemble import sidecar_path
-from testbed.core.profile import load_profile
+from testbed.core.profile import default_profile, load_profile
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +29,11 @@ def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
     for cfg in ("base", "prefetch1", "confirms"):
         assert cfg in prof.latency, cfg
     base = prof.latency["base"]
-    for fit in (base.low_load, base.high_load):
-        assert 0 < fit.a < 0.05, fit
+    shipped = default_profile(endpoint.kind).latency["base"]
+    for fit, ref in ((base.low_load, shipped.low_load), (base.high_load, shipped.high_load)):
+        # within a small multiple of the shipped profile's measured base latency (a quick,
+        # noisy calibration on a busy machine), so a 40 ms Nagle stall would fail it
+        assert 0 < fit.a < max(5 * ref.a, 0.010), (fit, ref)
         assert fit.b >= 0
     assert prof.write_time.mean > 0 and prof.read_time.mean > 0 and prof.publish_time.mean > 0
     assert prof.queue_service.a + prof.queue_service.b > 0

@@ -20,6 +20,7 @@ from rich.console import Console
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.brokers import make_adapter
+from testbed.core.profile import default_profile
 from testbed.core.scenario_loader import load_scenario
 from testbed.core.scenario_units import RESOLVED_HEADER
 from testbed.observe.stats import make_stats_poller
@@ -116,7 +117,12 @@ consumers:
     assert nacked > 0 and ledger["redeliveries"] == nacked
     assert abs(nacked / len(d) - 0.1) < 0.03
     acked = d[d.outcome == "acked"]
-    assert acked.latency_s.between(0, 5).all() and acked.latency_s.median() < 0.05
+    # the median delivery stays within a small multiple of the shipped profile's measured
+    # path at this load plus two service times: a 40 ms Nagle stall would fail it
+    path = default_profile(broker.kind).client_path
+    assert path is not None
+    bound = 3 * path.delivery_table(200.0, 1024, False, 0.0).quantile(0.5) + 2 * 0.002
+    assert acked.latency_s.between(0, 5).all() and acked.latency_s.median() < bound, bound
     # each served delivery records the service time it drew: exponential, mean 2 ms; the
     # client's own cost t_done - t_deliver - service_s is positive and small
     assert acked.service_s.notna().all() and d[d.outcome == "nacked"].service_s.isna().all()

@@ -25,7 +25,9 @@ the message's type publishes, with its probability, a new message from this cons
 ``t_done``; it reaches the broker at ``t_done + d``.
 
 Hooks for faults and autoscaling (§6–§8): ``epoch`` invalidates the pending callbacks of a
-crashed consumer; ``stop()`` detaches it gracefully (it finishes and acks what it holds).
+crashed consumer; ``voided`` names the (message, attempt) pairs whose pending ``auto`` /
+``after_receive`` completion died with it (no record, no follow-ups); ``stop()`` detaches it
+gracefully (it finishes and acks what it holds).
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class Consumer:
         self.extra_b = extra_b
         self.free = 0.0  # the handler is busy until then
         self.epoch = 0
+        self.voided: set[tuple[int, int]] = set()  # (message, attempt) lost with a connection
         self.active = False
         self.queue: Queue | None = None
         self.channel_free = 0.0  # for fan-out follow-ups (its publishing channel)
@@ -200,6 +203,11 @@ class Consumer:
 
     def _finish(self, ev: Any) -> None:
         q, m, attempt, start, done, out = ev.value
+        voided = self.voided
+        if voided and (m, attempt) in voided:  # lost with a dropped connection (§6)
+            voided.discard((m, attempt))
+            self.broker.pending -= 1
+            return
         self.record(m, q.idx, self.idx, attempt, start, done, out)
         self.broker.pending -= 1
         if out == _ACKED and self.follow_ups:

@@ -14,9 +14,11 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
   Every connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
   ready copies are kept only when the message is persistent *and* the queue durable (they are
   redelivered after the restart, unacked ones as attempt n+1), transient ones are lost;
-  auto-acked copies a consumer had not started are lost with its buffer; publishes in flight
-  are lost, a publish waiting for its confirm stays unconfirmed. A kill also forgets the acks
-  of persistent copies received in the last ``ACK_SYNC_S`` (redelivered: duplicates).
+  auto-acked copies a consumer held (the one in hand and its buffer) are lost with it, and
+  after_receive ones whose handler had started (``ClientFaults._lose_acknowledged``);
+  publishes in flight are lost, a publish waiting for its confirm stays unconfirmed. A kill
+  also forgets the acks of persistent copies received in the last ``ACK_SYNC_S``
+  (redelivered: duplicates).
   Clients reconnect with the live bounded backoff (0.1 s doubling to 2 s); sends an open-loop
   producer had due before it reconnected are ``messages`` rows without publish time (sent,
   never confirmed).
@@ -26,8 +28,10 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
 - **memory_alarm / disk_alarm**: publishes are accepted but not read by the broker (publishers
   blocked, no confirms) until the alarm clears.
 - **consumer_crash / producer_crash** (and stochastic consumer-group crashes): the instance
-  drops its connection; the broker requeues its unacked copies at once (redelivered); with
-  ``restart_after`` it comes back after that delay.
+  drops its connection; the broker requeues its unacked copies at once (redelivered); what
+  it had already acknowledged is lost (``ack: auto``: the delivery in hand and the whole
+  buffer; ``after_receive``: the one in hand); with ``restart_after`` it comes back after
+  that delay.
 - network toxics: see ``emulator.sim.faults_net``.
 
 Events rows as the live run writes them: ``fault_start``/``fault_end`` (detail ``kind``,
@@ -88,7 +92,6 @@ class FaultSim(ClientFaults):
         self.held_confirms: list[tuple[Producer, Any]] = []
         self.up_at = 0.0  # when the broker is up again after the current kill
         self.inflight: dict[Consumer, dict[int, tuple[Queue, int, float, float, float]]] = {}
-        self.suppress: set[tuple[int, int]] = set()  # (consumer idx, m): records to drop
         self.paused_consumers: list[Consumer] = []
         self.awaiting: dict[Producer, int] = {}
         self.down_until: dict[Producer, float] = {}
@@ -111,7 +114,6 @@ class FaultSim(ClientFaults):
         held: dict[int, tuple[Queue, int, float, float, float]] = {}
         self.inflight[c] = held
         deliver, record = c.deliver, c.record
-        suppress = self.suppress
         net = self.net
 
         def tracked_deliver(q: Queue, m: int, attempt: int, t_disp: float) -> None:
@@ -126,9 +128,6 @@ class FaultSim(ClientFaults):
         def tracked_record(
             msg: int, queue: int, consumer: int, attempt: int, t_del: float, t_done: float, out: int
         ) -> None:
-            if suppress and (consumer, msg) in suppress:
-                suppress.discard((consumer, msg))
-                return
             entry = held.pop(msg, None)
             if out == _ACKED and entry is not None and c.ack == _PROCESSING:
                 q = entry[0]

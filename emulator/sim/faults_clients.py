@@ -3,7 +3,11 @@
 
 A consumer whose connection drops (broker kill, its own crash, a reset link) loses the epoch of
 its pending callbacks; the delivery in hand is recorded ``crashed`` and every unacked copy goes
-back to the broker (requeued at once, or kept/dropped by a broker kill). A producer cut off
+back to the broker (requeued at once, or kept/dropped by a broker kill). Copies the broker had
+already counted as delivered (``ack: auto`` at dispatch, ``after_receive`` once the handler
+started) are lost with the client: the one in hand and, under ``auto``, the whole buffer — all
+the broker pushed, since neither RabbitMQ (no-ack consumers) nor ActiveMQ (STOMP ``ack:auto``
+acks on dispatch) holds an auto-ack consumer to its prefetch. A producer cut off
 misses the sends due until it reconnects (rows without publish time); one waiting for a confirm
 leaves that publish unconfirmed.
 """
@@ -51,7 +55,6 @@ class ClientFaults:
     killed: bool
     up_at: float
     inflight: dict[Consumer, dict[int, tuple[Queue, int, float, float, float]]]
-    suppress: set[tuple[int, int]]
     paused: bool
     paused_consumers: list[Consumer]
     awaiting: dict[Producer, int]
@@ -78,16 +81,11 @@ class ClientFaults:
         b = self.b
         mode = c.ack
         for m, (q, attempt, start, done, _) in sorted(held.items()):
-            if mode == _AUTO:
-                if start >= now:
-                    self.suppress.add((c.idx, m))  # lost with the client's buffer
+            if mode == _AUTO or (mode == _RECEIVE and start < now):
+                self._lose_acknowledged(c, q, m, attempt, start, done, now)
                 continue
-            if mode == _RECEIVE:
-                if start < now:
-                    if start + c.d > now:
-                        q.remove(m)  # the ack was on its way
-                    continue
-                self.suppress.add((c.idx, m))
+            if mode == _RECEIVE:  # not started, so not acked yet: the broker gets it back
+                c.voided.add((m, attempt))
                 b.pending += 1  # its _finish still counts it done
             elif done <= now:  # served, its ack on the way: it counts
                 c.record(m, q.idx, c.idx, attempt, start, done, _ACKED)
@@ -102,6 +100,22 @@ class ClientFaults:
         c.credit = UNLIMITED if (c.prefetch == 0 or mode == _AUTO) else c.prefetch
         c.free = now
         return back
+
+    def _lose_acknowledged(
+        self, c: Consumer, q: Queue, m: int, attempt: int, start: float, done: float, now: float
+    ) -> None:
+        """A copy the broker counted as delivered before ``c``'s connection dropped at ``now``
+        (``auto``: when it was sent; ``after_receive``: when its handler started), as the live
+        ``ConsumerLoop._crash`` leaves it: served by ``now``, it is recorded as it finishes; in
+        the handler, it is recorded ``crashed`` now; still in the client's buffer or on the
+        wire, it gets no row. The last two are lost (never redelivered, no follow-ups)."""
+        if c.ack == _RECEIVE and start + c.d > now:
+            q.remove(m)  # the ack was on its way
+        if done <= now:
+            return
+        if start < now:
+            c.record(m, q.idx, c.idx, attempt, start, now, _CRASHED)
+        c.voided.add((m, attempt))
 
     def give_back(self, back: list[tuple[Queue, int, int]]) -> None:
         """The broker requeues a dropped connection's unacked copies (in their order)."""

@@ -12,7 +12,7 @@ consumer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -20,6 +20,7 @@ from emulator.sim.model import Model, SimResult
 from testbed.core.profile import Profile
 from testbed.core.scenario_loader import parse_scenario
 
+Kind = Literal["rabbitmq", "activemq"]
 T_CRASH = 1.55
 PREFETCH = 5
 
@@ -43,7 +44,7 @@ faults:
 """
 
 
-def run(kind: str, ack: str) -> SimResult:
+def run(kind: Kind, ack: str) -> SimResult:
     text = BACKLOG.format(kind=kind, ack=ack, prefetch=PREFETCH, at=T_CRASH)
     s, issues = parse_scenario(text)
     assert s is not None, [str(i) for i in issues]
@@ -62,7 +63,7 @@ def at_the_consumer(res: SimResult) -> tuple[list[str], Any, Any]:
 
 
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
-def test_an_auto_ack_crash_loses_the_message_in_hand_and_the_whole_buffer(kind: str) -> None:
+def test_an_auto_ack_crash_loses_the_message_in_hand_and_the_whole_buffer(kind: Kind) -> None:
     res = run(kind, "auto")
     held, m, d = at_the_consumer(res)
     assert len(held) > PREFETCH  # the backlog was all pushed: prefetch does not bound it
@@ -83,7 +84,7 @@ def test_an_auto_ack_crash_loses_the_message_in_hand_and_the_whole_buffer(kind: 
 
 
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
-def test_a_manual_ack_crash_loses_nothing_and_redelivers_the_prefetched(kind: str) -> None:
+def test_a_manual_ack_crash_loses_nothing_and_redelivers_the_prefetched(kind: Kind) -> None:
     res = run(kind, "after_processing")
     held, _, d = at_the_consumer(res)
     assert len(held) > PREFETCH

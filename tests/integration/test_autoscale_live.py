@@ -75,10 +75,14 @@ def test_scale_up_drain_scale_down_loses_nothing(
     assert up["desired"] > up["current"] == 1
     assert up["metric"] == "queue_length" and up["value"] > 50 * 1.1
     assert {"ready", "unacked", "publish_rate", "ack_rate", "target_value"} <= set(up)
-    for s in up["starts"]:  # each new consumer waits its 1 s start-up delay
-        assert s["source"] == "cold" and s["ready_at"] == pytest.approx(t_up + 1.0, abs=1e-3)
+    # how far the first decision scales depends on how long the queue had to build (a busy
+    # machine samples it earlier or later), so every scale-up is checked, not only the first
+    for t_i, d in ups:  # each new consumer waits its 1 s start-up delay
+        for s in d["starts"]:
+            assert s["ready_at"] == pytest.approx(t_i + 1.0, abs=1e-3), (t_i, d)
+            assert s["source"] == "cold" or (downs and t_i > downs[0][0]), (t_i, d)
     starts = [e for e in events if e["kind"] == "consumer_start" and e["t"] > t_up]
-    assert len(starts) == up["desired"] - 1
+    assert len(starts) == sum(d["desired"] - d["current"] for _, d in ups), (ups, starts)
     assert all(e["t"] >= t_up + 1.0 - 0.01 for e in starts)
     # after the burst the backlog drains and consumers are removed, gracefully
     assert downs and downs[0][0] > t_up

@@ -54,8 +54,14 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     assert {"throughput_msg_s", "latency_mean_s", "latency_p95_s", "queue_depth_mean"} <= metrics
     tp = next(r for r in case["rows"] if r["metric"] == "throughput_msg_s" and r["queue"] is None)
     # 2 × 100 msg/s Poisson over the 10 s load window: 2,000 ± 4σ (σ = √2000 ≈ 45) messages
-    for side in ("measured", "predicted"):
-        assert 182 < tp[side] < 218, (side, tp)
+    assert 182 < tp["predicted"] < 218, tp
+    # live, what the consumers finish inside the window also depends on the backlog a busy
+    # machine left at its start; the generator is judged on its whole 12 s run instead
+    # (2,400 ± 4σ, σ ≈ 49) and every message sent must have been delivered
+    ledger = json.loads((Path(case["run_dir"]) / "measured" / "ledger.json").read_text())
+    assert abs(ledger["sent"] - 2400) < 4 * 49, ledger
+    assert ledger["delivered_unique"] == ledger["confirmed"] == ledger["sent"], ledger
+    assert 0.8 * 200 < tp["measured"] < 1.25 * 200, tp
     assert "latency_ks" in metrics and "## Overview" in out.read_text()
     assert "| throughput_msg_s | all |" in out.read_text()
     assert (Path(case["run_dir"]) / "report.html").is_file()  # the evidence is kept

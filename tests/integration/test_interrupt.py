@@ -81,6 +81,18 @@ def wait_for_load(run: subprocess.Popen[bytes], runs: Path, timeout: float) -> f
     raise AssertionError(f"no worker configuration within {timeout} s")
 
 
+def wait_for_part(run: subprocess.Popen[bytes], runs: Path, timeout: float) -> None:
+    """Until a Locust worker has flushed its first messages part (each flushes every
+    ``recording.flush_interval``, 1 s; a busy machine may start the first one late)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.poll() is None, "mqbed run ended before it flushed a part"
+        if list(runs.glob("*/measured/messages.parts/*.parquet")):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no messages part flushed within {timeout} s")
+
+
 def alive(procs: list[psutil.Process]) -> list[str]:
     left = []
     for p in procs:
@@ -110,6 +122,8 @@ def test_interrupted_run_leaves_nothing(
               stderr=subprocess.STDOUT)  # fmt: skip
     try:
         load_at = wait_for_load(run, runs, 150)
+        if sig == signal.SIGKILL:  # what was flushed must survive: wait for the first flush
+            wait_for_part(run, runs, 30)
         time.sleep(max(0.0, load_at + delay - time.time()))
         tree = psutil.Process(run.pid).children(recursive=True)
         locusts = [p for p in tree if "locust" in " ".join(p.cmdline())]

@@ -55,6 +55,9 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
         [sys.executable, "-c", "import time; time.sleep(60)", "mqbed-marker"],
         start_new_session=True,
     )
+    # until the child has exec'd python, /proc/<pid>/cmdline is still the parent's (pytest's):
+    # a marker check done before that would see a stranger (seen on a busy machine)
+    assert _until(lambda: cmdline(proc.pid).endswith("mqbed-marker")), cmdline(proc.pid)
     yield proc
     proc.kill()
     proc.wait(5)

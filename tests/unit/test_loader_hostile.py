@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -403,7 +404,18 @@ def test_fuzzed_library_files_load_or_fail_located(
 ) -> None:
     target = fuzz_dir / "fuzz.yaml"
     target.write_bytes(mutate(source.read_bytes(), ops))
-    check_file(target)
+    # every generated case within the limits the CLI cases are held to: CPU time, and the
+    # memory the loader allocates (traced in process; the CLI cases bound the whole RSS)
+    tracemalloc.start()
+    cpu = time.process_time()
+    try:
+        check_file(target)
+        took = time.process_time() - cpu
+        peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+    assert took < TIME_LIMIT_S, f"{ops}: {took:.1f} CPU seconds"
+    assert peak_mb < RSS_LIMIT_MB, f"{ops}: {peak_mb:.0f} MB allocated"
 
 
 def test_fuzzed_sample_through_the_cli(tmp_path: Path) -> None:

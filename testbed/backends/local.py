@@ -40,7 +40,19 @@ from testbed.backends.node_driver import NodeDriver, NotHealthy
 from testbed.backends.ports import pick_free_ports
 from testbed.backends.state import HomeLock, NodeRecord, TestbedState, testbed_id
 from testbed.backends.supervisor import Supervisor
-from testbed.exceptions import BackendError, ConfigurationError
+from testbed.exceptions import BackendError, BrokerStartError, ConfigurationError
+
+PORT_CLASH_ATTEMPTS = 3
+"""Starts of one node set on fresh ports when a port was taken between picking and binding."""
+_CLASH_SIGNS = ("eaddrinuse", "address already in use")
+
+
+def port_clash(error: str) -> bool:
+    """Whether a failed start's message (with its log tail) says a port was already taken:
+    Erlang's ``eaddrinuse`` (RabbitMQ's listeners) or Java's "Address already in use"."""
+    low = error.lower()
+    return any(sign in low for sign in _CLASH_SIGNS)
+
 
 Kind = Literal["rabbitmq", "activemq"]
 _KINDS: tuple[Kind, ...] = ("rabbitmq", "activemq")
@@ -252,10 +264,33 @@ class LocalBackend:
     def _start_new(
         self, state: TestbedState, recs: list[NodeRecord], *, timeout: float, owned: bool
     ) -> None:
-        names = [n for r in recs for n in self._drivers[r.kind].port_names]
-        ports = iter(pick_free_ports(len(names), exclude=state.used_ports()))
-        for rec in recs:
-            rec.ports = {n: next(ports) for n in self._drivers[rec.kind].port_names}
+        """Pick ports and start `recs`. A port is free when picked, not reserved: another
+        process (a second testbed starting at the same moment) may bind it before the node
+        does, so a start that died of a taken port is retried on fresh ports, at most
+        ``PORT_CLASH_ATTEMPTS`` times in all."""
+        deadline = time.monotonic() + timeout
+        tried: set[int] = set()
+        for attempt in range(1, PORT_CLASH_ATTEMPTS + 1):
+            if attempt > 1:  # what the failed boot wrote goes, as for any new node
+                for rec in recs:
+                    shutil.rmtree(Path(rec.node_dir) / "data", ignore_errors=True)
+                    shutil.rmtree(Path(rec.node_dir) / "tmp", ignore_errors=True)
+            names = [n for r in recs for n in self._drivers[r.kind].port_names]
+            exclude = state.used_ports() | tried
+            ports = iter(pick_free_ports(len(names), exclude=exclude))
+            for rec in recs:
+                rec.ports = {n: next(ports) for n in self._drivers[rec.kind].port_names}
+                tried.update(rec.ports.values())
+            try:
+                self._start_once(state, recs, max(1.0, deadline - time.monotonic()), owned)
+                return
+            except BrokerStartError as e:
+                if attempt == PORT_CLASH_ATTEMPTS or not port_clash(str(e)):
+                    raise
+
+    def _start_once(
+        self, state: TestbedState, recs: list[NodeRecord], timeout: float, owned: bool
+    ) -> None:
         state.nodes.extend(recs)
         try:
             self._start_existing(state, recs, timeout=timeout, owned=owned)

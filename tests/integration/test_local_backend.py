@@ -403,3 +403,39 @@ def test_bad_requests_name_the_bad_value(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="no testbed running"):
         backend.kill_node("rabbitmq0")
     assert backend.down() == [] and backend.endpoints() == []
+
+
+def test_a_port_taken_between_pick_and_bind_is_retried_on_fresh_ports(
+    fresh_backend: Callable[[str], LocalBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two testbeds starting at once can pick the same free port; the one that binds second
+    must start again on fresh ports instead of failing (seen in a full `make test`: a session
+    RabbitMQ died of ``eaddrinuse`` on its management port and 45 tests failed with it)."""
+    import testbed.backends.local as local_module
+
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    real = local_module.pick_free_ports
+    calls: list[list[int]] = []
+
+    def pick(count: int, *, exclude: Iterable[int] = ()) -> list[int]:
+        ports = real(count, exclude=set(exclude) | {taken})
+        if not calls:  # the first pick hands out the taken port as the management port
+            ports[1] = taken
+        calls.append(ports)
+        return ports
+
+    monkeypatch.setattr(local_module, "pick_free_ports", pick)
+    backend = fresh_backend("clash")
+    try:
+        (ep,) = start_or_fail(backend, ["rabbitmq"], label="port clash", detach=False)
+    finally:
+        held.close()
+    assert len(calls) == 2, calls  # one failed start, one on fresh ports
+    assert taken in calls[0] and taken not in calls[1]
+    assert taken not in all_ports([ep]) and backend.is_healthy(ep.name)
+    assert local_module.port_clash("listen_error,{acceptor,{0,0,0,0},1},eaddrinuse")
+    assert local_module.port_clash("java.net.BindException: Address already in use")
+    assert not local_module.port_clash("rabbitmq node rabbitmq0 exited before becoming healthy")

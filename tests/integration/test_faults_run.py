@@ -21,12 +21,13 @@ def test_broker_kill_under_pcm_and_latency_toxic(
     tmp_path: Path, local_backend: LocalBackend
 ) -> None:
     text = (LIBRARY / "faults-broker-kill-pcm.yaml").read_text()
-    # RabbitMQ needs ~5-8 s to restart with persistent data: keep the toxic well after it
+    # RabbitMQ needs ~5-8 s to restart with persistent data, up to 17 s on a busy machine
+    # (seen in a full make test): keep the toxic well after it
     text = (
-        text.replace("duration: 60s", "duration: 22s")
+        text.replace("duration: 60s", "duration: 30s")
         .replace("warmup: 5s", "warmup: 1s")
         .replace("at: 20s, duration: 3s", "at: 2s, duration: 0.5s")
-        .replace("at: 40s, duration: 10s", "at: 16s, duration: 4s")
+        .replace("at: 40s, duration: 10s", "at: 24s, duration: 4s")
     )
     f = tmp_path / "s.yaml"
     f.write_text(text)
@@ -46,8 +47,8 @@ def test_broker_kill_under_pcm_and_latency_toxic(
         assert k in kinds, (k, sorted(set(kinds)))
     assert ledger["lost"] == 0, ledger  # PCM: nothing confirmed is lost
     # the open-loop schedule is kept: sends due while the broker was down are counted as sent,
-    # never confirmed (no publish time); ~100/s for 22 s
-    assert abs(ledger["sent"] - 2200) < 4 * 47 and ledger["confirmed"] < ledger["sent"] - 100
+    # never confirmed (no publish time); ~100/s for 30 s (4 sigma of a Poisson count)
+    assert abs(ledger["sent"] - 3000) < 4 * 55 and ledger["confirmed"] < ledger["sent"] - 100
     missed = m[m.t_publish.isna()]
     assert len(missed) > 100 and missed.t_confirm.isna().all()
     down = e[e.kind == "broker_down"].t.iloc[0]

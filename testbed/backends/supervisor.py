@@ -50,8 +50,13 @@ class Supervisor:
         if ref is None:
             return False
         child = self._children.get(ref.pid)
-        if child is not None and child.poll() is not None:
-            return False
+        if child is not None:
+            # Our own child: its pid cannot be reused before we reap it, so poll() is exact. The
+            # identity check below is not, at one moment: while a launcher script execs the
+            # next program of its chain, /proc/PID/cmdline can read empty, and a node polled
+            # right after its launch was taken for dead (a full make test: "exited before
+            # becoming healthy" for a RabbitMQ that went on to start).
+            return child.poll() is None
         return is_alive(ref)
 
     def running(self, rec: NodeRecord) -> bool:

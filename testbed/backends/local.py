@@ -54,6 +54,12 @@ def port_clash(error: str) -> bool:
     return any(sign in low for sign in _CLASH_SIGNS)
 
 
+def _wipe_node_state(node_dir: Path) -> None:
+    """Remove what a node wrote (its data and temporary files), keeping its directory."""
+    for sub in ("data", "tmp"):
+        shutil.rmtree(node_dir / sub, ignore_errors=True)
+
+
 Kind = Literal["rabbitmq", "activemq"]
 _KINDS: tuple[Kind, ...] = ("rabbitmq", "activemq")
 _DEFAULT_ACTIVEMQ_MEMORY_MB = 256
@@ -132,8 +138,7 @@ class LocalBackend:
                 raise BackendError(f"down incomplete ({exc}); run it again") from exc
             if not keep_data:
                 for rec in state.nodes:
-                    for sub in ("data", "tmp"):
-                        shutil.rmtree(Path(rec.node_dir) / sub, ignore_errors=True)
+                    _wipe_node_state(Path(rec.node_dir))
             self.state_path.unlink(missing_ok=True)
             return [r.name for r in state.nodes]
 
@@ -237,8 +242,7 @@ class LocalBackend:
     ) -> NodeRecord:
         name = f"{kind}{index}"
         node_dir = self.home / "nodes" / name
-        shutil.rmtree(node_dir / "data", ignore_errors=True)  # fresh node: fresh credentials
-        shutil.rmtree(node_dir / "tmp", ignore_errors=True)
+        _wipe_node_state(node_dir)  # fresh node: fresh credentials
         node_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         params: dict[str, object] = {"memory_limit_mb": memory_mb}
         if kind == "rabbitmq":
@@ -273,8 +277,7 @@ class LocalBackend:
         for attempt in range(1, PORT_CLASH_ATTEMPTS + 1):
             if attempt > 1:  # what the failed boot wrote goes, as for any new node
                 for rec in recs:
-                    shutil.rmtree(Path(rec.node_dir) / "data", ignore_errors=True)
-                    shutil.rmtree(Path(rec.node_dir) / "tmp", ignore_errors=True)
+                    _wipe_node_state(Path(rec.node_dir))
             names = [n for r in recs for n in self._drivers[r.kind].port_names]
             exclude = state.used_ports() | tried
             ports = iter(pick_free_ports(len(names), exclude=exclude))

@@ -53,7 +53,7 @@ from testbed.exceptions import ConfigurationError, MqbedError
 from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.interrupts import INTERRUPTS, RunInterrupted, interruptible
 from testbed.observe.environment import environment
-from testbed.observe.ledger import collect_side, user_errors
+from testbed.observe.ledger import collect_side, locust_exceptions, user_errors
 from testbed.replication import STARTUP_MARGIN, ReplicationSpec, run_replication
 from testbed.workload.topology import all_queue_names, declarations, purge
 
@@ -193,6 +193,7 @@ def run_scenario(
             workers=workers, ui=ui, external_workers=external_workers,
             predict=predict, profile=profile, calibration=calibration,
         )  # fmt: skip
+        errors += silent_replications(scenario, result.ledgers)
         if errors:
             shown = "; ".join(f"{e['target']}: {e['detail']}" for e in errors[:3])
             raise MqbedError(
@@ -203,6 +204,19 @@ def run_scenario(
             assert choice is not None
             _predict(scenario, run_dir, reps, console, env, choice)
     return result
+
+
+def silent_replications(scenario: Scenario, ledgers: list[Ledger]) -> list[dict[str, Any]]:
+    """A replication whose producers published nothing is no measurement, whatever hid the
+    cause (workers that never reached the broker, records lost with a killed process): an
+    error of the run, never an empty ledger that looks like a quiet success."""
+    if not scenario.producers:
+        return []
+    return [
+        {"t": None, "target": f"replication r{rep}",
+         "detail": "no message was published: see measured/locust/*.log"}
+        for rep, led in enumerate(ledgers) if led.sent == 0
+    ]  # fmt: skip
 
 
 def _write_env(run_dir: Path, env: dict[str, Any]) -> None:
@@ -240,6 +254,7 @@ def finalise(
 
     def users() -> None:
         errors.extend(user_errors(run_dir / "measured"))
+        errors.extend(locust_exceptions(run_dir / "measured" / "locust"))
         env["user_errors"] = errors
 
     step("environment.json", lambda: _write_env(run_dir, env))

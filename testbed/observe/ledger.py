@@ -3,8 +3,9 @@ ledgers (the computation itself is `testbed.core.ledger`, shared with the simula
 
 from __future__ import annotations
 
-__all__ = ["collect_side", "user_errors"]
+__all__ = ["collect_side", "locust_exceptions", "user_errors"]
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -42,3 +43,22 @@ def user_errors(side_dir: Path) -> list[dict[str, Any]]:
         {"t": r["t"], "target": r["target"], "detail": json.loads(r["detail"])}
         for r in bad.to_pylist()
     ]
+
+
+def locust_exceptions(locust_dir: Path) -> list[dict[str, Any]]:
+    """Exceptions Locust caught outside our users' own error handling (a user that failed
+    before its process had a recorder, e.g. a worker that could not read the run's
+    configuration): the master's ``*_exceptions.csv``, which gathers every worker's."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(locust_dir.glob("*_exceptions.csv")):
+        try:
+            with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+                rows = list(csv.DictReader(fh))
+        except OSError:
+            continue
+        for row in rows:
+            message = (row.get("Message") or "").strip()
+            trace = (row.get("Traceback") or "").strip().splitlines()
+            detail = f"{row.get('Count', '?')}x {message}" + (f" ({trace[-1]})" if trace else "")
+            found.append({"t": None, "target": f"locust {path.name}", "detail": detail})
+    return found

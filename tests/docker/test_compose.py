@@ -190,6 +190,14 @@ def test_cluster_profile_forms_three_nodes_with_quorum_queues(
         assert down.returncode == 0, down.stderr[-2000:]
 
 
+def _locust_logs(runs: Path) -> str:
+    """The tail of every Locust log of the runs under `runs` (why a distributed run failed)."""
+    return "\n".join(
+        f"== {log.name}\n{log.read_text(errors='replace')[-1500:]}"
+        for log in sorted(runs.glob("*/measured/locust/*.log"))
+    )
+
+
 def test_distributed_profile_scales_locust_workers(
     compose_v2: ComposeCLI, offline_images: dict[str, str], tmp_path: Path
 ) -> None:
@@ -216,7 +224,9 @@ def test_distributed_profile_scales_locust_workers(
             "--external-workers", "2", "--no-predict", "--no-report",
             timeout=300, cwd=COMPOSE_DIR,
         )  # fmt: skip
-        assert run.returncode == 0, f"{run.stdout[-2000:]}\n{run.stderr[-4000:]}"
+        assert run.returncode == 0, (
+            f"{run.stdout[-2000:]}\n{run.stderr[-4000:]}\n{_locust_logs(runs)}"
+        )
         (run_dir,) = [p for p in runs.iterdir() if p.name.endswith("-distributed-compose")]
         measured = run_dir / "measured"
         ledger = json.loads((measured / "ledger.json").read_text())

@@ -44,6 +44,7 @@ from emulator.errors import PredictionError
 from emulator.sim.runner import ReplicationResult, run_replications
 from emulator.sim.spool import merge_parts
 from emulator.sim.summary import summarize
+from testbed.core.availability import restart_seconds
 from testbed.core.ledger import write_ledgers
 from testbed.core.load import offered_load
 from testbed.core.profile import Profile, default_profile, load_profile
@@ -119,6 +120,24 @@ def _resolve(scenario: Scenario | str | Path, profile: Profile | str | Path | No
     return s, prof
 
 
+def _profile_header(
+    s: Scenario, prof: Profile, profile_info: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What ``summary.json`` says about the profile a prediction used."""
+    return {
+        "source": prof.source,
+        "host": prof.host,
+        "broker": prof.broker.model_dump(),
+        "date": prof.date,
+        "client_path": _client_path_info(prof),
+        # the broker restart after a kill the prediction used (the closed-form QoS inputs of
+        # the report use the same figure): measured on the machine, or the per-kind constant
+        "restart_s": restart_seconds(s.broker.kind, prof),
+        "restart_measured": prof.restart_time is not None,
+        **(profile_info or {}),
+    }
+
+
 def predict(
     scenario: Scenario | str | Path,
     out_dir: Path | str,
@@ -150,14 +169,7 @@ def predict(
         "scenario": s.name,
         "method": method,
         "seed": s.seed,
-        "profile": {
-            "source": prof.source,
-            "host": prof.host,
-            "broker": prof.broker.model_dump(),
-            "date": prof.date,
-            "client_path": _client_path_info(prof),
-            **(profile_info or {}),
-        },
+        "profile": _profile_header(s, prof, profile_info),
     }
     t0 = time.perf_counter()
     if method == "analytic":

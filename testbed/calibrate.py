@@ -23,6 +23,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.backends.provision import provisioned
 from testbed.calibration.client_path import calibration_scenario, measure_client_path
 from testbed.calibration.machine import cache_path, write_profile
+from testbed.calibration.restart import RESTART_REPEATS, measure_restart
 from testbed.core.client_path import ClientPath
 from testbed.core.profile import DEFAULT_CLIENT, Profile, default_profile, load_profile
 from testbed.core.scenario import Scenario
@@ -63,7 +64,8 @@ def calibrate_machine(
     data = calibration_scenario(kind, client, scale)
     scenario = Scenario.model_validate(data)
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-calibration"
-    with provisioned(scenario, home, run_id) as (endpoint, _owner):
+    restart = None
+    with provisioned(scenario, home, run_id) as (endpoint, owner):
         version = endpoint.version or "unknown"
         target = out or cache_path(home, kind, version, client)
         if micro is not None:
@@ -84,7 +86,13 @@ def calibrate_machine(
             command=f"mqbed calibrate --broker {kind} --client {client}",
             broker_pids=[endpoint.pid] if endpoint.pid else [],
         )
-    profile = base.model_copy(update={"client_path": cp})
+        if owner is not None:  # a broker of our own (a shared `mqbed up` one is not ours to kill)
+            repeats = 1 if scale < 1 else RESTART_REPEATS  # --quick: one kill
+            restart = measure_restart(owner, endpoint.name, repeats, progress=console_line)
+    update: dict[str, object] = {"client_path": cp}
+    if restart is not None:
+        update["restart_time"] = restart
+    profile = base.model_copy(update=update)
     header = _header(target, kind, client, version, cp)
     write_profile(profile, target, header)
     return target, cp

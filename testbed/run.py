@@ -37,11 +37,13 @@ import pandas as pd
 from rich.console import Console
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.backends.local import LocalBackend
 from testbed.backends.provision import node_names, provisioned
 from testbed.backends.run_homes import RunHome, run_home
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
+from testbed.calibration.restart import restart_probe
 from testbed.core.atomic import atomic_write_text
 from testbed.core.overrides import RunOverrides
 from testbed.core.records import Ledger
@@ -53,7 +55,12 @@ from testbed.exceptions import ConfigurationError, MqbedError
 from testbed.faults.schedule import check_faults, needs_proxy
 from testbed.interrupts import INTERRUPTS, RunInterrupted, interruptible
 from testbed.observe.environment import environment
-from testbed.observe.ledger import collect_side, locust_exceptions, user_errors
+from testbed.observe.ledger import (
+    collect_side,
+    locust_exceptions,
+    silent_replications,
+    user_errors,
+)
 from testbed.replication import STARTUP_MARGIN, ReplicationSpec, run_replication
 from testbed.workload.topology import all_queue_names, declarations, purge
 
@@ -206,17 +213,34 @@ def run_scenario(
     return result
 
 
-def silent_replications(scenario: Scenario, ledgers: list[Ledger]) -> list[dict[str, Any]]:
-    """A replication whose producers published nothing is no measurement, whatever hid the
-    cause (workers that never reached the broker, records lost with a killed process): an
-    error of the run, never an empty ledger that looks like a quiet success."""
-    if not scenario.producers:
-        return []
-    return [
-        {"t": None, "target": f"replication r{rep}",
-         "detail": "no message was published: see measured/locust/*.log"}
-        for rep, led in enumerate(ledgers) if led.sent == 0
-    ]  # fmt: skip
+def _choose(
+    scenario: Scenario,
+    home: Path,
+    endpoint: BrokerEndpoint,
+    owner: LocalBackend | None,
+    console: Console,
+    options: dict[str, Any],
+) -> tuple[ProfileChoice, BrokerEndpoint]:
+    """The prediction's profile (measured first if need be, `choose_profile`) and the run's
+    endpoint afterwards (a restart measured on the run's broker gave it another pid)."""
+
+    def say(line: str) -> None:
+        console.print(line, markup=False)
+
+    choice = choose_profile(
+        scenario,
+        home,
+        options["profile"],
+        options["calibration"],
+        version=endpoint.version or "unknown",
+        replicate=replicate_on(endpoint, console, home),
+        progress=say,
+        broker_pids=[endpoint.pid] if endpoint.pid else [],
+        restart_probe=restart_probe(scenario.faults, owner, endpoint.name, say),
+    )
+    if choice.profile.restart_time is not None and owner is not None:
+        endpoint = next((e for e in owner.endpoints() if e.name == endpoint.name), endpoint)
+    return choice, endpoint
 
 
 def _write_env(run_dir: Path, env: dict[str, Any]) -> None:
@@ -298,16 +322,7 @@ def _live(
                 f"broker {endpoint.name} ({endpoint.kind} {endpoint.version}) ready", markup=False
             )
             if options["predict"]:
-                choice = choose_profile(
-                    scenario,
-                    home,
-                    options["profile"],
-                    options["calibration"],
-                    version=endpoint.version or "unknown",
-                    replicate=replicate_on(endpoint, console, home),
-                    progress=lambda line: console.print(line, markup=False),
-                    broker_pids=[endpoint.pid] if endpoint.pid else [],
-                )
+                choice, endpoint = _choose(scenario, home, endpoint, owner, console, options)
             for rep in range(reps):
                 if reps > 1:
                     console.print(f"replication {rep + 1}/{reps}", markup=False)

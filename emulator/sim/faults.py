@@ -81,7 +81,7 @@ class FaultSim(ClientFaults):
         self.b = b = model.broker
         self.kernel = model.kernel
         self.rec = model.rec
-        self.restart_s = restart_seconds(s.broker.kind)
+        self.restart_s = restart_seconds(s.broker.kind, model.costs.profile)
         self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()

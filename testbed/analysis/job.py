@@ -189,6 +189,14 @@ def _per_type(
     return reduce(DataFrame.unionByName, parts)
 
 
+def _restart_used(predicted_summary: dict[str, Any] | None) -> float | None:
+    """The broker restart time the prediction used (its summary's profile header), for the
+    closed-form QoS table (docs/models.md §6); None: the per-kind constant."""
+    used = (predicted_summary or {}).get("profile") or {}
+    value = used.get("restart_s")
+    return float(value) if value is not None else None
+
+
 def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
     """Correlate one run's measured and predicted records; write ``analysis/``."""
     run_dir = Path(run_dir)
@@ -257,7 +265,7 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
         },
     )
     summary = build_summary(inputs)
-    qos = loss_table(scenario, ledgers, events_pd)  # QoS experiments (docs/models.md §6)
+    qos = loss_table(scenario, ledgers, events_pd, _restart_used(predicted_summary))
     if qos is not None:
         summary["qos_loss"] = qos
     if not reps["predicted"] and has_prediction:

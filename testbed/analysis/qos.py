@@ -72,8 +72,10 @@ def _stochastic(s: Scenario, targets: Sequence[str]) -> StochasticFault | None:
     )
 
 
-def closed_form_inputs(s: Scenario) -> dict[str, Any] | None:
-    """The §6 formula's inputs for ``s`` (None without a stochastic fault or a QoS level)."""
+def closed_form_inputs(s: Scenario, restart_s: float | None = None) -> dict[str, Any] | None:
+    """The §6 formula's inputs for ``s`` (None without a stochastic fault or a QoS level);
+    ``restart_s``: the broker restart time the prediction used (its profile's measured figure),
+    else the per-kind constant."""
     level = qos_level(s)
     broker = _stochastic(s, ["broker", "broker0"])
     consumers = _stochastic(s, [c.name for c in s.consumers])
@@ -82,7 +84,7 @@ def closed_form_inputs(s: Scenario) -> dict[str, Any] | None:
     lam = sum((arrival_mean_rate(p.arrival) or 0.0) * p.count for p in s.producers)
     mu = sum(c.count / float(c.service_time.mean) for c in s.consumers)
     k = s.topology.queues[0].max_length or DEFAULT_K
-    restart = restart_seconds(s.broker.kind)
+    restart = restart_s if restart_s is not None else restart_seconds(s.broker.kind)
     m = c = analytic.availability(0.0, 0.0, 1.0, 1.0, 1.0)
     if broker is not None:
         r = restart if broker.mode != "pause" else 0.0
@@ -149,11 +151,12 @@ def loss_table(
     s: Scenario,
     ledgers: dict[str, list[Ledger]],
     events: pd.DataFrame | None = None,
+    restart_s: float | None = None,
 ) -> dict[str, Any] | None:
     """The ``qos_loss`` section of ``analysis/summary.json`` (None when ``s`` is not a QoS
     experiment). ``ledgers``: per side (``measured``/``predicted``) the replications' ledgers;
     ``events``: the non-phase events of both sides (``source``, ``replication`` columns)."""
-    inputs = closed_form_inputs(s)
+    inputs = closed_form_inputs(s, restart_s)
     if inputs is None:
         return None
     rows = []

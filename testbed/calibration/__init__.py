@@ -13,5 +13,7 @@ It drives live brokers, so it is on the live side; what it produces is a
 - :mod:`.client_path` — the delivery path and the consumer's hold, measured through the live
   workload with the scenario's client library;
 - :mod:`.machine` / :mod:`.choice` — this machine's profile cache under the testbed home, and
-  which profile a prediction uses.
+  which profile a prediction uses;
+- :mod:`.restart` — how long the broker takes to come back after a kill (the profile's
+  ``restart_time``).
 """

@@ -5,6 +5,10 @@
   library, measured first when there is none (:func:`testbed.calibration.machine.machine_profile`);
 - ``cached``: the cached profile if there is one, else the shipped profile (never measures);
 - ``shipped``: the profile shipped in ``deploy/calibration/``.
+
+In ``auto`` mode a run whose scenario kills or restarts its broker also needs this machine's
+broker restart time: when the cached profile has none, ``restart_probe`` measures it on the
+run's broker (`testbed.calibration.restart`) and the cached profile keeps it.
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from testbed.calibration.client_path import Replicate
-from testbed.calibration.machine import ProfileChoice, cached_profile, machine_profile
-from testbed.core.profile import default_profile, load_profile, shipped_profile_path
+from testbed.calibration.machine import (
+    ProfileChoice,
+    cached_profile,
+    machine_profile,
+    write_profile,
+)
+from testbed.core.profile import RestartTime, default_profile, load_profile, shipped_profile_path
 from testbed.core.scenario import Scenario
 from testbed.exceptions import ConfigurationError
 
@@ -52,6 +61,7 @@ def choose_profile(
     replicate: Replicate,
     progress: Callable[[str], None],
     broker_pids: Sequence[int] = (),
+    restart_probe: Callable[[], RestartTime] | None = None,
 ) -> ProfileChoice:
     """The profile of a live run's prediction (see the module docstring)."""
     if calibration not in CALIBRATION_MODES:
@@ -61,7 +71,7 @@ def choose_profile(
     kind, client = scenario.broker.kind, scenario.broker.client or ""
     if profile is not None or calibration != "auto":
         return profile_without_broker(scenario, home, profile, calibration)
-    return machine_profile(
+    choice = machine_profile(
         home,
         kind=kind,
         client=client,
@@ -70,3 +80,12 @@ def choose_profile(
         progress=progress,
         broker_pids=broker_pids,
     )
+    if restart_probe is None or choice.profile.restart_time is not None:
+        return choice
+    progress("measuring this machine's broker restart time (kill -> healthy)")
+    measured = restart_probe()
+    updated = choice.profile.model_copy(update={"restart_time": measured})
+    write_profile(updated, choice.path, header=None)
+    progress(f"broker restart time {measured.mean:.1f} s (sd {measured.sd:.1f} s, "
+             f"{measured.samples} kills); cached in {choice.path}")  # fmt: skip
+    return ProfileChoice(updated, choice.path, choice.origin)

@@ -75,8 +75,9 @@ def cached_profile(
 _BEGIN, _END = "--- client path ---", "--- end client path ---"
 
 
-def _kept_header(path: Path) -> list[str]:
-    """The leading comment lines of an existing profile, without an earlier client-path block."""
+def _kept_header(path: Path, whole: bool = False) -> list[str]:
+    """The leading comment lines of an existing profile, without an earlier client-path block
+    (with it when `whole`)."""
     if not path.is_file():
         return []
     out, skipping = [], False
@@ -84,7 +85,9 @@ def _kept_header(path: Path) -> list[str]:
         if not line.startswith("#"):
             break
         text = line[1:].strip()
-        if text == _BEGIN:
+        if whole:
+            out.append(line + "\n")
+        elif text == _BEGIN:
             skipping = True
         elif text == _END:
             skipping = False
@@ -109,10 +112,11 @@ def _body_without_client_path(text: str) -> str:
     return "".join(out)
 
 
-def write_profile(profile: Profile, path: Path, header: str = "") -> None:
+def write_profile(profile: Profile, path: Path, header: str | None = "") -> None:
     """Atomically write ``profile`` as YAML. When ``path`` holds the same profile but for its
     client path, that file is kept verbatim (its comments explain each fitted figure) and only
-    its client-path block and the header's client-path paragraph are replaced."""
+    its client-path block and the header's client-path paragraph are replaced (``header=None``
+    keeps the file's whole header, client-path paragraph included)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     same_rest = False
     if path.is_file():
@@ -130,8 +134,11 @@ def write_profile(profile: Profile, path: Path, header: str = "") -> None:
         body = rest + (yaml.safe_dump(cp, sort_keys=False) if cp else "")
     else:
         body = yaml.safe_dump(data, sort_keys=False)
-    block = [_BEGIN, *header.splitlines(), _END] if header else []
-    lines = "".join(_kept_header(path)) + "".join(f"# {line}\n" for line in block)
+    if header is None:
+        lines = "".join(_kept_header(path, whole=True))
+    else:
+        block = [_BEGIN, *header.splitlines(), _END] if header else []
+        lines = "".join(_kept_header(path)) + "".join(f"# {line}\n" for line in block)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(lines + body, encoding="utf-8")
     tmp.replace(path)

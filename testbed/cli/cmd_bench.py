@@ -80,9 +80,11 @@ def calibrate(
 ) -> None:
     """Calibrate a broker and client library on this machine -> a profile (docs/models.md §9).
 
-    Ends with the goodness-of-fit table of the client path."""
+    Ends with the goodness-of-fit table of the client path and, when it started the broker
+    itself, the broker's restart time after a kill (the profile's restart_time)."""
     from testbed.calibrate import calibrate_machine, fit_table
     from testbed.calibration.api import calibrate_endpoint
+    from testbed.core.profile import load_profile
     from testbed.run import replicate_on
 
     def micro(path: Path, endpoint: Any) -> Path:
@@ -103,9 +105,14 @@ def calibrate(
         )
         doc["profile"] = str(path)
         doc["fit"] = [{"point": f.point, "n": f.n, "ks": f.ks} for f in cp.fit]
+        restart = load_profile(path).restart_time
+        doc["restart_time"] = restart.model_dump() if restart is not None else None
         if not as_json:
             for line in fit_table(cp):
                 say(out, line)
+            if restart is not None:
+                say(out, f"broker restart (kill -> healthy): {restart.mean:.1f} s "
+                         f"(sd {restart.sd:.1f} s, {restart.samples} kills)")  # fmt: skip
             say(out, f"wrote {path}")
 
 

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 __all__ = ["RESTART_S", "restart_seconds", "availability_from_events"]
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from testbed.core.profile import Profile
 
 RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
-"""Broker start-up time after a kill or restart (RabbitMQ ~5–8 s with persistent data,
-ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
+"""Broker start-up time after a kill or restart when the profile has no measured
+``restart_time`` (RabbitMQ ~5–8 s with persistent data on a quiet machine, up to 18 s on a busy
+one; ActiveMQ ~1–3 s); added to the scenario's ``duration`` of the outage."""
 DEFAULT_RESTART_S = 6.0
 """For a broker kind without a figure of its own."""
 
 
-def restart_seconds(kind: str) -> float:
-    """Start-up time of broker ``kind`` after a kill or restart (see `RESTART_S`)."""
+def restart_seconds(kind: str, profile: Profile | None = None) -> float:
+    """Start-up time of broker ``kind`` after a kill or restart: the profile's measured
+    ``restart_time`` when it has one, else the constant of `RESTART_S`."""
+    if profile is not None and profile.restart_time is not None:
+        return float(profile.restart_time.mean)
     return RESTART_S.get(kind, DEFAULT_RESTART_S)
 
 

@@ -28,6 +28,9 @@ All times are seconds, sizes bytes, "a + b·size" fits have ``a`` in s and ``b``
 - ``memory``: flow control: bytes accounted per queued message and the blocking threshold.
 - ``client_path``: empirical delay tables measured through the live workload with one client
   library (`testbed.core.client_path`): the delivery path and the consumer's hold.
+- ``restart_time``: how long the broker takes from a restart after a kill until it is healthy
+  again, measured on the machine (`testbed.calibration.restart`); without it the simulator uses
+  the per-kind constant of `testbed.core.availability`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "LatencyFit",
     "LatencyVariants",
     "MomentFit",
+    "RestartTime",
     "BrokerInfo",
     "RoutingCost",
     "ThreadsSpec",
@@ -125,6 +129,14 @@ class MomentFit(Strict):
         return fit(m, self.sd)
 
 
+class RestartTime(MomentFit):
+    """A broker's restart after a kill until healthy (s), over ``samples`` measurements."""
+
+    samples: int = Field(1, ge=1)
+    date: str = ""
+    """When it was measured (ISO 8601)."""
+
+
 class BrokerInfo(Strict):
     kind: Literal["rabbitmq", "activemq"]
     version: str
@@ -173,6 +185,8 @@ class Profile(Strict):
     client_path: ClientPath | None = None
     """Delays measured through the live workload (`testbed.core.client_path`): when present,
     the simulator samples the delivery path and the consumer's hold from these tables."""
+    restart_time: RestartTime | None = None
+    """Kill → healthy again, measured on this machine (``None``: the per-kind constant)."""
     notes: str = ""
 
     def base_latency(self, rate: float) -> LatencyFit:

@@ -3,7 +3,7 @@ ledgers (the computation itself is `testbed.core.ledger`, shared with the simula
 
 from __future__ import annotations
 
-__all__ = ["collect_side", "locust_exceptions", "user_errors"]
+__all__ = ["collect_side", "locust_exceptions", "silent_replications", "user_errors"]
 
 import csv
 import json
@@ -62,3 +62,16 @@ def locust_exceptions(locust_dir: Path) -> list[dict[str, Any]]:
             detail = f"{row.get('Count', '?')}x {message}" + (f" ({trace[-1]})" if trace else "")
             found.append({"t": None, "target": f"locust {path.name}", "detail": detail})
     return found
+
+
+def silent_replications(scenario: Any, ledgers: list[Ledger]) -> list[dict[str, Any]]:
+    """A replication whose producers published nothing is no measurement, whatever hid the
+    cause (workers that never reached the broker, records lost with a killed process): an
+    error of the run, never an empty ledger that looks like a quiet success."""
+    if not scenario.producers:
+        return []
+    return [
+        {"t": None, "target": f"replication r{rep}",
+         "detail": "no message was published: see measured/locust/*.log"}
+        for rep, led in enumerate(ledgers) if led.sent == 0
+    ]  # fmt: skip

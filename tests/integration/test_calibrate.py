@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -54,3 +56,26 @@ def test_quick_calibration_rabbitmq(rabbitmq: BrokerEndpoint, tmp_path: Path) ->
 
 def test_quick_calibration_activemq(activemq: BrokerEndpoint, tmp_path: Path) -> None:
     _quick(activemq, tmp_path / "activemq-local.yaml")
+
+
+def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Path) -> None:
+    """``mqbed calibrate`` through the installed command, on a broker it starts itself: the
+    profile gets this machine's client path and its broker restart time (one kill with
+    ``--quick``), the JSON document says so, and the broker is gone afterwards."""
+    mqbed = Path(sys.executable).with_name("mqbed")
+    out, home = tmp_path / "activemq-here.yaml", tmp_path / "home"
+    done = subprocess.run(
+        [str(mqbed), "calibrate", "--broker", "activemq", "--client-path-only", "--quick",
+         "--home", str(home), "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    prof = load_profile(out)
+    assert prof.client_path is not None and prof.client_path.client == "stomp"
+    restart = prof.restart_time
+    assert restart is not None and restart.samples == 1, restart
+    assert 0.1 < restart.mean < 120 and restart.date, restart
+    assert doc["restart_time"]["mean"] == restart.mean and doc["profile"] == str(out)
+    assert "broker restart 1/1: healthy after" in done.stderr
+    assert not list((home / "runs").glob("*/state.json")), "the calibration's broker was left"

@@ -17,7 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 import testbed
+from testbed.calibration.machine import write_profile
 from testbed.cli import app, exit_codes
+from testbed.core.profile import RestartTime, default_profile
 from testbed.exceptions import (
     AccuracyMiss,
     BackendError,
@@ -174,10 +176,14 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     assert result.exit_code == 5 and one_document(result)["misses"] == ["quickstart: p95"]
 
     fit = [SimpleNamespace(point="publish", n=100, ks=0.04)]
+    restart = RestartTime(mean=7.5, sd=0.5, samples=2)
+    prof = default_profile("rabbitmq").model_copy(update={"restart_time": restart})
+    write_profile(prof, tmp_path / "p.yaml")
     monkeypatch.setattr(testbed.calibrate, "calibrate_machine",
                         lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(fit=fit)))  # fmt: skip
     doc = one_document(invoke("calibrate", "--broker", "rabbitmq", "--quick", "--json"))
     assert doc["profile"] == str(tmp_path / "p.yaml") and doc["fit"][0]["ks"] == 0.04
+    assert doc["restart_time"]["mean"] == 7.5 and doc["restart_time"]["samples"] == 2
 
 
 def test_down_json_in_a_real_process_keeps_child_output_off_stdout(tmp_path: Path) -> None:

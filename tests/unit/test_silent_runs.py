@@ -9,8 +9,7 @@ from pathlib import Path
 
 from testbed.core.records import Ledger
 from testbed.core.scenario_loader import parse_scenario
-from testbed.observe.ledger import locust_exceptions
-from testbed.run import silent_replications
+from testbed.observe.ledger import locust_exceptions, silent_replications
 
 SCENARIO = """\
 name: quiet

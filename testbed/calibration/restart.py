@@ -1,0 +1,86 @@
+"""How long a broker of this machine takes to come back after a kill: the profile's
+``restart_time``, which the simulator adds to every broker kill, stop or restart of a scenario.
+
+A constant per broker kind cannot be right on every machine: RabbitMQ came back in 4-8 s on
+one machine of the class and in 9-18 s on another, and ActiveMQ in 1.5-6 s. So the figure is
+measured the way a run's fault injector makes it happen — SIGKILL the node, start it again on
+the same ports and data, wait until its health probe answers — and timed from the restart
+call to healthy (the ``broker_up`` event of a live run comes at the same point).
+
+A run whose scenario kills, stops or restarts a broker measures it once on the run's own
+broker when this machine's cached profile has no figure yet, and caches it there
+(`testbed.calibration.choice`). ``mqbed calibrate`` measures it on the broker it starts.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RESTART_REPEATS", "measure_restart", "needs_restart_time", "restart_probe"]
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from testbed.core.faultplan import is_broker_target
+from testbed.core.profile import RestartTime
+
+RESTART_REPEATS = 2
+"""Kills per measurement: a RabbitMQ restart costs 5-18 s, so two bound the price."""
+RESTART_TIMEOUT = 120.0
+"""Longest a measured restart may take before the measurement fails (s)."""
+_RESTARTING = frozenset({"broker_kill", "broker_restart"})
+"""Broker fault kinds after which the broker has to start again."""
+
+
+class Restartable(Protocol):
+    def kill_node(self, name: str) -> None: ...
+
+    def restart_node(self, name: str, timeout: float = ...) -> Any: ...
+
+
+def needs_restart_time(faults: Sequence[Any]) -> bool:
+    """Whether a scenario's fault timeline kills, stops or restarts a broker (its prediction
+    then depends on the restart time)."""
+    for f in faults:
+        if f.kind in _RESTARTING:
+            return True
+        if f.kind == "stochastic" and f.mode == "kill" and is_broker_target(f.target, None):
+            return True
+    return False
+
+
+def measure_restart(
+    backend: Restartable,
+    node: str,
+    repeats: int = RESTART_REPEATS,
+    progress: Callable[[str], None] = lambda line: None,
+) -> RestartTime:
+    """Kill `node` and start it again `repeats` times; the restart → healthy times."""
+    samples = []
+    for i in range(repeats):
+        backend.kill_node(node)
+        t0 = time.monotonic()
+        backend.restart_node(node, timeout=RESTART_TIMEOUT)
+        samples.append(time.monotonic() - t0)
+        progress(f"broker restart {i + 1}/{repeats}: healthy after {samples[-1]:.1f} s")
+    sd = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    return RestartTime(
+        mean=round(statistics.fmean(samples), 3),
+        sd=round(sd, 3),
+        samples=len(samples),
+        date=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def restart_probe(
+    faults: Sequence[Any],
+    owner: Restartable | None,
+    node: str,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Callable[[], RestartTime] | None:
+    """What measures a run's restart time on its own broker, for a scenario that kills or
+    restarts it (None otherwise, or when the broker is not the run's to kill)."""
+    if owner is None or not needs_restart_time(faults):
+        return None
+    return lambda: measure_restart(owner, node, progress=progress)

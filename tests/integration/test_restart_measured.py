@@ -1,0 +1,59 @@
+"""A run whose scenario kills its broker predicts the outage with this machine's measured
+restart time: in ``auto`` mode, when the cached profile has none, the run kills and restarts
+its own broker (a real ActiveMQ here) before the load, caches the figure, and goes on with the
+restarted broker (its pid changed); the prediction says which restart time it used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from testbed.backends.local_activemq import activemq_version
+from testbed.calibration.machine import cache_path, write_profile
+from testbed.core.profile import default_profile, load_profile
+from testbed.run import run_scenario
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = """\
+name: restart-measured
+seed: 2
+duration: 8s
+warmup: 1s
+drain_timeout: 30s
+broker: {kind: activemq}
+topology: {queues: [{name: q, durable: true}]}
+producers:
+  - {name: p, queue: q, arrival: 20/s, size: 200B, persistent: true, confirms: true}
+consumers: [{name: c, queue: q, ack: after_processing, service_time: 1ms}]
+faults:
+  - {kind: broker_kill, at: 3s, duration: 1s}
+"""
+
+
+def test_a_kill_scenario_measures_and_caches_the_restart_time(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    version = activemq_version() or "unknown"
+    cached = cache_path(home, "activemq", version, "stomp")
+    write_profile(default_profile("activemq", "stomp"), cached, "seeded by the test")
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    console = Console(file=None, record=True, width=200, stderr=True)
+    result = run_scenario(
+        path, home=home, out_dir=tmp_path / "runs", replications=1, calibration="auto",
+        console=console,
+    )  # fmt: skip
+    lines = console.export_text().splitlines()
+    restart = load_profile(cached).restart_time
+    assert restart is not None and restart.samples == 2, lines
+    assert any("broker restart 2/2: healthy after" in line for line in lines), lines
+    head = json.loads((result.run_dir / "predicted" / "summary.json").read_text())["profile"]
+    assert head["restart_measured"] is True and head["restart_s"] == restart.mean
+    # the run went on with the restarted broker: the load was measured, nothing confirmed lost
+    (ledger,) = result.ledgers
+    assert ledger.sent > 0 and ledger.lost == 0, ledger
+    ev = json.loads((result.run_dir / "environment.json").read_text())
+    assert not ev.get("interrupted") and not ev.get("user_errors"), ev

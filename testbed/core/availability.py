@@ -12,9 +12,12 @@ __all__ = ["RESTART_S", "restart_seconds", "availability_from_events"]
 
 from typing import Any
 
-RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
-"""Broker start-up time after a kill or restart (RabbitMQ ~5–8 s with persistent data,
-ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the outage."""
+from testbed.core.broker_kinds import KINDS
+
+RESTART_S = {name: kind.restart_s for name, kind in KINDS.items()}
+"""Broker start-up time after a kill or restart per kind (`KindFacts.restart_s`: RabbitMQ
+~5–8 s with persistent data, ActiveMQ ~1–2 s); added to the scenario's ``duration`` of the
+outage."""
 DEFAULT_RESTART_S = 6.0
 """For a broker kind without a figure of its own."""
 

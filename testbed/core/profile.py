@@ -56,6 +56,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
+from testbed.core.broker_kinds import KINDS
 from testbed.core.client_path import ClientPath
 from testbed.core.distributions import (
     Deterministic,
@@ -230,7 +231,8 @@ def _problems(e: ValidationError) -> list[str]:
     return out
 
 
-DEFAULT_CLIENT = {"rabbitmq": "pika", "activemq": "stomp"}
+DEFAULT_CLIENT = {name: kind.default_client for name, kind in KINDS.items()}
+"""Broker kind -> its default client library (`KindFacts.default_client`)."""
 
 
 def shipped_profile_path(kind: str, client: str | None = None) -> Path:

@@ -47,6 +47,7 @@ from pydantic import (
     model_validator,
 )
 
+from testbed.core.broker_kinds import KINDS
 from testbed.core.distributions import Deterministic, Distribution
 from testbed.core.scenario_faults import Autoscaling, Fault
 from testbed.core.strict import Strict
@@ -122,9 +123,9 @@ class BrokerSpec(Strict):
     @model_validator(mode="after")
     def _defaults(self) -> BrokerSpec:
         if self.client is None:
-            self.client = "pika" if self.kind == "rabbitmq" else "stomp"
+            self.client = KINDS[self.kind].default_client  # type: ignore[assignment]
         if self.model is None:
-            self.model = "amqp" if self.kind == "rabbitmq" else "threads"
+            self.model = KINDS[self.kind].model
         return self
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_KIND",
     "KINDS",
     "KindFacts",
+    "KindName",
     "client_mismatch",
     "facts",
     "kind_list",
@@ -31,6 +32,11 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from testbed.exceptions import ConfigurationError
+
+KindName = Literal["rabbitmq", "activemq"]
+"""The registered kinds as a type: the scenario schema's ``broker.kind``, profiles and command
+line choices use it. Extend it with a registration (tests/unit/test_broker_kinds.py checks that
+it names exactly the registered kinds)."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,9 @@ class KindFacts:
     """The emulator's default service model (``broker.model``, docs/models.md §3)."""
     url_scheme: str
     """Scheme of the broker's URLs (external backend, ``mqbed up``)."""
-    alarms: bool
-    """Memory and disk alarms can be raised and cleared on a running node (fault injection)."""
+    no_alarms: str | None
+    """Why memory and disk alarms cannot be raised and cleared on a running node (fault
+    injection), or None when they can (see `alarms`)."""
     visibility: Literal["delay_queue", "in_process"]
     """How a visibility timeout runs: ``delay_queue`` - a broker-side delay queue whose
     messages expire back into the queue; ``in_process`` - the consumer holds the message in its
@@ -64,7 +71,8 @@ class KindFacts:
     prometheus_plugin: bool
     """The broker serves its own Prometheus metrics (``BrokerEndpoint.prometheus_url``)."""
     management_api: bool
-    """The broker answers an HTTP management API (``BrokerEndpoint.management_url``)."""
+    """The broker answers RabbitMQ's HTTP management API (``BrokerEndpoint.management_url``,
+    ``/api/overview``: its version)."""
     stats_poller: str
     """``"module:Class"`` of its `testbed.observe.stats.StatsPoller`."""
     local_version: str | None
@@ -82,6 +90,11 @@ class KindFacts:
     @property
     def default_client(self) -> str:
         return next(iter(self.clients))
+
+    @property
+    def alarms(self) -> bool:
+        """Memory and disk alarms can be raised and cleared on a running node."""
+        return self.no_alarms is None
 
 
 _KINDS: dict[str, KindFacts] = {}
@@ -143,7 +156,7 @@ RABBITMQ = register(
         ),
         model="amqp",
         url_scheme="amqp",
-        alarms=True,
+        no_alarms=None,
         visibility="delay_queue",
         quorum_queues=True,
         reserved_prefix="amq.",
@@ -168,7 +181,7 @@ ACTIVEMQ = register(
         clients=MappingProxyType({"stomp": "testbed.brokers.activemq:ActiveMQAdapter"}),
         model="threads",
         url_scheme="stomp",
-        alarms=False,  # ActiveMQ 5.17 reads its memory/store limits at start-up only
+        no_alarms="ActiveMQ 5.17 reads its memory/store limits at start-up only",
         visibility="in_process",
         quorum_queues=False,
         reserved_prefix=None,
@@ -184,5 +197,5 @@ ACTIVEMQ = register(
     )
 )
 
-DEFAULT_KIND = RABBITMQ.name
+DEFAULT_KIND: KindName = "rabbitmq"
 """The kind of a scenario that names none (``broker.kind``'s default)."""

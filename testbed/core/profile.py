@@ -56,7 +56,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from testbed.core.broker_kinds import KINDS
+from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, KindName
 from testbed.core.client_path import ClientPath
 from testbed.core.distributions import (
     Deterministic,
@@ -127,7 +127,7 @@ class MomentFit(Strict):
 
 
 class BrokerInfo(Strict):
-    kind: Literal["rabbitmq", "activemq"]
+    kind: KindName
     version: str
 
 
@@ -183,7 +183,7 @@ class Profile(Strict):
         return self.latency["base"].for_rate(rate)
 
     @classmethod
-    def zero(cls, kind: Literal["rabbitmq", "activemq"] = "rabbitmq", **changes: object) -> Profile:
+    def zero(cls, kind: KindName = DEFAULT_KIND, **changes: object) -> Profile:
         """A synthetic profile with every cost zero (for theory checks); override by keyword."""
         data: dict[str, object] = {
             "source": "synthetic",

@@ -47,7 +47,7 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.core.broker_kinds import KINDS
+from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, KindName
 from testbed.core.distributions import Deterministic, Distribution
 from testbed.core.scenario_faults import Autoscaling, Fault
 from testbed.core.strict import Strict
@@ -106,7 +106,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_
 
 
 class BrokerSpec(Strict):
-    kind: Literal["rabbitmq", "activemq"] = "rabbitmq"
+    kind: KindName = DEFAULT_KIND
     backend: Literal["local", "docker", "external"] = "local"
     client: Literal["pika", "kombu", "stomp"] | None = None
     """Client library; defaults to pika for RabbitMQ and stomp for ActiveMQ."""

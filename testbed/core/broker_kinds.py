@@ -3,7 +3,8 @@
 Scenarios, profiles and run files name a broker by its kind string (``rabbitmq``,
 ``activemq``); everything outside the broker adapters (`testbed.brokers`) and the backends
 (`testbed.backends`) asks this registry what a kind can do instead of comparing that string.
-Adding a broker is one adapter package, its backend driver and one `register` call below.
+Adding a broker is one adapter package, its backend drivers and one `register` call below (with
+its name in `KindName`); docs/architecture.md "Recipes" has the list.
 
 The registry lives in `testbed.core` because scenario checks and the simulator need it, and
 ``core`` imports nothing else of mqbed. Live-side pieces (adapter classes, the statistics
@@ -57,7 +58,8 @@ class KindFacts:
     """Scheme of the broker's URLs (external backend, ``mqbed up``)."""
     no_alarms: str | None
     """Why memory and disk alarms cannot be raised and cleared on a running node (fault
-    injection), or None when they can (see `alarms`)."""
+    injection), or None when they can (see `alarms`; the fault runs ``rabbitmqctl``,
+    `testbed.faults.injector`)."""
     visibility: Literal["delay_queue", "in_process"]
     """How a visibility timeout runs: ``delay_queue`` - a broker-side delay queue whose
     messages expire back into the queue; ``in_process`` - the consumer holds the message in its

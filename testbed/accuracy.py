@@ -37,6 +37,7 @@ import yaml
 from rich.console import Console
 
 from testbed.accuracy_doc import accuracy_misses, markdown, misses, totals
+from testbed.core.broker_kinds import DEFAULT_KIND
 from testbed.observe.environment import environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,7 +182,7 @@ def _profile_text(p: dict[str, Any]) -> str:
 
 def _variant(case: AccuracyCase) -> str:
     """``rabbitmq``, ``activemq`` or ``rabbitmq-kombu``: names the case's run and files."""
-    kind = str(case.overrides.get("broker.kind", "rabbitmq"))
+    kind = str(case.overrides.get("broker.kind", DEFAULT_KIND))
     client = case.overrides.get("broker.client")
     return kind if client is None else f"{kind}-{client}"
 

@@ -24,8 +24,9 @@ from testbed.backends.provision import provisioned
 from testbed.calibration.client_path import calibration_scenario, measure_client_path
 from testbed.calibration.machine import cache_path, write_profile
 from testbed.calibration.restart import RESTART_REPEATS, measure_restart
+from testbed.core.broker_kinds import KINDS, kind_list
 from testbed.core.client_path import ClientPath
-from testbed.core.profile import DEFAULT_CLIENT, Profile, default_profile, load_profile
+from testbed.core.profile import Profile, default_profile, load_profile
 from testbed.core.scenario import Scenario
 from testbed.exceptions import ConfigurationError
 
@@ -56,10 +57,10 @@ def calibrate_machine(
     already at ``out``, or the shipped one, and measure the client path only).
     ``replicate_on(endpoint, say)`` gives the calibration run's replicate function.
     """
-    if kind not in DEFAULT_CLIENT:
-        raise ConfigurationError(f"--broker {kind!r}: use rabbitmq or activemq")
-    client = client or DEFAULT_CLIENT[kind]
-    if kind == "activemq" and client != "stomp" or kind == "rabbitmq" and client == "stomp":
+    if kind not in KINDS:
+        raise ConfigurationError(f"--broker {kind!r}: use {kind_list()}")
+    client = client or KINDS[kind].default_client
+    if client not in KINDS[kind].clients:
         raise ConfigurationError(f"--client {client!r} does not speak to {kind}")
     data = calibration_scenario(kind, client, scale)
     scenario = Scenario.model_validate(data)

@@ -5,9 +5,12 @@ from __future__ import annotations
 __all__ = ["BrokerEndpoint", "BrokerKind"]
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-BrokerKind = Literal["rabbitmq", "activemq"]
+from testbed.core.broker_kinds import KindName
+
+BrokerKind = KindName
+"""The registered broker kinds (`testbed.core.broker_kinds`)."""
 
 
 @dataclass(frozen=True)

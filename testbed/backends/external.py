@@ -17,13 +17,19 @@ faults go through the fault proxy. Messages show URLs with the password masked
 
 from __future__ import annotations
 
-__all__ = ["ExternalBackend", "broker_version", "parse_broker_urls", "urls_from_env"]
+__all__ = [
+    "ExternalBackend",
+    "broker_version",
+    "endpoint_url",
+    "parse_broker_urls",
+    "urls_from_env",
+]
 
 import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from testbed.backends.base import BrokerEndpoint, BrokerKind
 from testbed.core.redact import redact_url
@@ -92,6 +98,18 @@ def parse_broker_urls(urls: Iterable[str], *, source: str = "broker.urls") -> li
             )
         )
     return endpoints
+
+
+def endpoint_url(ep: BrokerEndpoint) -> str:
+    """The URL `parse_broker_urls` reads back as `ep` (``amqp://`` with its management and
+    Prometheus URLs, or ``stomp://``); user and password percent-encoded."""
+    auth = f"{quote(ep.username, safe='')}:{quote(ep.password, safe='')}"
+    if ep.kind == "activemq":
+        return f"stomp://{auth}@{ep.host}:{ep.port}"
+    extra = {k: v for k, v in (("management", ep.management_url),
+                               ("prometheus", ep.prometheus_url)) if v}  # fmt: skip
+    query = f"?{urlencode(extra)}" if extra else ""
+    return f"amqp://{auth}@{ep.host}:{ep.port}/{query}"
 
 
 def broker_version(ep: BrokerEndpoint, timeout: float = 2.0) -> str | None:

@@ -6,6 +6,9 @@ when their adapter is asked for.
 - rabbitmq + ``pika`` (default): `testbed.brokers.rabbitmq.RabbitMQAdapter`
 - rabbitmq + ``kombu``: `testbed.brokers.kombu_rabbitmq.KombuRabbitMQAdapter` (reconnects itself)
 - activemq + ``stomp`` (default): `testbed.brokers.activemq.ActiveMQAdapter`
+
+Which clients a kind has, and which adapter serves each, is registered with the kind in
+`testbed.core.broker_kinds`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ __all__ = [
     "make_adapter",
 ]
 
-import importlib
 from typing import Any
 
 from testbed.backends.base import BrokerEndpoint
@@ -56,16 +58,12 @@ from testbed.brokers.base import (
     QueueDecl,
     UnsupportedFeature,
 )
+from testbed.core.broker_kinds import KINDS, load
 from testbed.exceptions import ConfigurationError
 
-CLIENTS: dict[str, dict[str, str]] = {
-    "rabbitmq": {
-        "pika": "testbed.brokers.rabbitmq:RabbitMQAdapter",
-        "kombu": "testbed.brokers.kombu_rabbitmq:KombuRabbitMQAdapter",
-    },
-    "activemq": {"stomp": "testbed.brokers.activemq:ActiveMQAdapter"},
-}
-"""broker kind -> client name -> "module:Class"; the first client of each kind is its default."""
+CLIENTS: dict[str, dict[str, str]] = {name: dict(kind.clients) for name, kind in KINDS.items()}
+"""broker kind -> client name -> "module:Class"; the first client of each kind is its default
+(from the registry, `testbed.core.broker_kinds.KindFacts.clients`)."""
 
 
 def adapter_class(kind: str, client: str | None = None) -> type[Any]:
@@ -79,8 +77,7 @@ def adapter_class(kind: str, client: str | None = None) -> type[Any]:
         raise ConfigurationError(
             f"client {name!r} cannot talk to {kind} (choose one of {sorted(clients)})"
         )
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    return load(target)  # type: ignore[no-any-return]
 
 
 def make_adapter(

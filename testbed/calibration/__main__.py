@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from testbed.calibration.api import calibrate
+from testbed.core.broker_kinds import KINDS
 from testbed.exceptions import MqbedError
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--broker",
         required=True,
-        choices=["rabbitmq", "activemq"],
+        choices=list(KINDS),
         help="the broker to measure (a local one is started when none is up)",
     )
     ap.add_argument(

@@ -15,14 +15,12 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.calibration.assemble import write_outputs
 from testbed.calibration.protocol import Protocol, run_protocol
+from testbed.core.broker_kinds import KINDS, load
 from testbed.exceptions import ConfigurationError
-
-Kind = Literal["rabbitmq", "activemq"]
 
 
 def default_command(
@@ -39,8 +37,11 @@ def broker_version(endpoint: BrokerEndpoint) -> str:
     """The endpoint's broker version, asked from the broker when the backend did not say."""
     if endpoint.version:
         return endpoint.version
+    facts = KINDS.get(endpoint.kind)
+    if facts is None:
+        return "unknown"
     try:
-        if endpoint.kind == "rabbitmq" and endpoint.management_url:
+        if facts.management_api and endpoint.management_url:
             import requests
 
             r = requests.get(
@@ -50,10 +51,8 @@ def broker_version(endpoint: BrokerEndpoint) -> str:
             )
             r.raise_for_status()
             return str(r.json().get("rabbitmq_version") or "unknown")
-        if endpoint.kind == "activemq":
-            from testbed.backends.local_activemq import activemq_version
-
-            return activemq_version() or "unknown"
+        if facts.local_version is not None:
+            return str(load(facts.local_version)() or "unknown")
     except Exception:
         pass
     return "unknown"
@@ -123,9 +122,9 @@ def calibrate(
     lines (default: a rich progress bar on stderr). `command` is recorded in the profile
     header (default: the equivalent ``mqbed calibrate`` command line).
     """
-    if broker_kind not in ("rabbitmq", "activemq"):
+    if broker_kind not in KINDS:
         raise ConfigurationError(
-            f"calibrate: broker kind {broker_kind!r} is not one of ['activemq', 'rabbitmq']"
+            f"calibrate: broker kind {broker_kind!r} is not one of {sorted(KINDS)}"
         )
     _protocol(duration, repeats, quick)  # validate before starting anything
     say = progress or (lambda line: None)

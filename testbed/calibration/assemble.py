@@ -67,14 +67,15 @@ from typing import Any
 from testbed.calibration.bench import MemoryProbe, PipeProbe, PointStats
 from testbed.calibration.fitting import LineFit, difference_fit, linear_fit, pooled_moments
 from testbed.calibration.protocol import CalibrationData, size_label
+from testbed.core.broker_kinds import KINDS
 from testbed.core.profile import Profile, load_profile
 from testbed.exceptions import MqbedError
 
-HIGH_WATERMARK = {"rabbitmq": 0.6, "activemq": 1.0}
-"""Not measured by calibration: ActiveMQ blocks producers when its message memory
-(``memoryUsage``, what the poller reports) reaches the limit; RabbitMQ's watermark applies to the
-whole node's memory, base included, so no constant fraction of the limit is right for every
-limit — 0.6 is kept from the facts-estimate placeholder."""
+HIGH_WATERMARK = {name: kind.high_watermark for name, kind in KINDS.items()}
+"""Not measured by calibration (`KindFacts.high_watermark`): ActiveMQ blocks producers when its
+message memory (``memoryUsage``, what the poller reports) reaches the limit; RabbitMQ's watermark
+applies to the whole node's memory, base included, so no constant fraction of the limit is right
+for every limit — 0.6 is kept from the facts-estimate placeholder."""
 
 CONFIG_ORDER = ("base", "prefetch1", "confirms")
 MAX_RHO = 0.5
@@ -553,7 +554,7 @@ def write_outputs(
     """
     asm = assemble(data, host=host, date=data.started[:10] or None)
     p = data.protocol
-    kind_name = {"rabbitmq": "RabbitMQ", "activemq": "ActiveMQ"}.get(data.kind, data.kind)
+    kind_name = KINDS[data.kind].title if data.kind in KINDS else data.kind
     load = (
         f"load average {'/'.join(map(str, data.load_start))} at start, "
         f"{'/'.join(map(str, data.load_end))} at end"

@@ -61,6 +61,7 @@ from testbed.brokers import (
 )
 from testbed.brokers.base import Declaration
 from testbed.calibration.fitting import Summary, summarize
+from testbed.core.broker_kinds import KINDS
 
 CONFIRM_TIMEOUT = 30.0
 """Seconds a producer waits for one confirm before counting it failed."""
@@ -338,7 +339,7 @@ def delete_topology(
 ) -> None:
     """Remove calibration queues/exchanges (RabbitMQ; ActiveMQ queues cannot be deleted over
     STOMP and stay, empty). Best effort."""
-    if endpoint.kind != "rabbitmq":
+    if not KINDS[endpoint.kind].deletes_topology:
         return
     adapter: Any = make_adapter(endpoint)
     try:
@@ -362,8 +363,9 @@ def run_group(
     drain_limit: float = 30.0,
 ) -> list[StreamRecord]:
     """Run `specs` concurrently (one producer thread per stream, consumer threads per queue
-    for ActiveMQ or per stream for RabbitMQ); return what they observed. Bounded in time by
-    the streams' planned length plus `drain_limit` and the setup/confirm timeouts."""
+    where `KindFacts.calibration_queue_per_consumer` (ActiveMQ), else per stream); return
+    what they observed. Bounded in time by the streams' planned length plus `drain_limit` and
+    the setup/confirm timeouts."""
     recs = [StreamRecord(s) for s in specs]
     local = threading.Event()
 
@@ -372,12 +374,13 @@ def run_group(
             local.set()
         return local.is_set()
 
+    per_queue = KINDS[endpoint.kind].calibration_queue_per_consumer
     consumers: list[threading.Thread] = []
     owners: dict[threading.Thread, StreamRecord] = {}
     readies: list[threading.Event] = []
     for rec in recs:
         nq = len(rec.spec.queues())
-        split = [[k] for k in range(nq)] if endpoint.kind == "activemq" else [list(range(nq))]
+        split = [[k] for k in range(nq)] if per_queue else [list(range(nq))]
         for idx in split:
             ev = threading.Event()
             readies.append(ev)

@@ -26,6 +26,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from testbed.cli.exit_codes import code_for, epilog
+from testbed.core.broker_kinds import KINDS, KindName
 from testbed.exceptions import MqbedError
 
 
@@ -103,7 +104,7 @@ SparkOpt = Annotated[
     str | None,
     typer.Option("--spark-master", metavar="URL", help="Spark master URL (default local[*])."),
 ]
-Broker = Literal["rabbitmq", "activemq", "all"]
+Broker = Literal[KindName, "all"]
 
 
 def testbed_home(home: Path | None) -> Path:
@@ -111,7 +112,7 @@ def testbed_home(home: Path | None) -> Path:
 
 
 def kinds(broker: str) -> list[str]:
-    return ["rabbitmq", "activemq"] if broker == "all" else [broker]
+    return list(KINDS) if broker == "all" else [broker]
 
 
 def say(console: Console, text: str) -> None:

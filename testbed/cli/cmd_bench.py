@@ -14,6 +14,7 @@ import typer
 from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_home
 from testbed.cli.cmd_run import CalibrationOpt
 from testbed.cli.output import json_output
+from testbed.core.broker_kinds import KindName
 from testbed.exceptions import AccuracyMiss
 
 QUICK_SCALE = 0.5
@@ -43,7 +44,7 @@ ClientPathOnlyOpt = Annotated[
 
 @app.command()
 def calibrate(
-    broker: Annotated[Literal["rabbitmq", "activemq"], typer.Option(help="Broker kind.")],
+    broker: Annotated[KindName, typer.Option(help="Broker kind.")],
     client: Annotated[
         Literal["pika", "kombu", "stomp"] | None,
         typer.Option(

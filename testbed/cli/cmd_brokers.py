@@ -12,6 +12,7 @@ import typer
 
 from testbed.cli.app import Broker, HomeOpt, JsonOpt, app, err, kinds, out, testbed_home
 from testbed.cli.output import json_output
+from testbed.core.broker_kinds import KINDS
 
 
 def _start(backend: str, names: list[str], root: Path, nodes: int, timeout: float) -> list[Any]:
@@ -32,7 +33,7 @@ def _start(backend: str, names: list[str], root: Path, nodes: int, timeout: floa
 
 def _show(endpoints: list[Any], prometheus_url: str | None, root: Path, elapsed: float) -> None:
     for e in endpoints:
-        scheme = "amqp" if e.kind == "rabbitmq" else "stomp"
+        scheme = KINDS[e.kind].url_scheme
         out.print(f"[bold]{e.name}[/] ({e.kind} {e.version or ''}) pid {e.pid}")
         out.print(f"  {scheme}://{e.username}:{e.password}@{e.host}:{e.port}", markup=False)
         if e.management_url:

@@ -12,13 +12,16 @@ __all__ = ["RESTART_S", "restart_seconds", "availability_from_events"]
 
 from typing import TYPE_CHECKING, Any
 
+from testbed.core.broker_kinds import KINDS
+
 if TYPE_CHECKING:
     from testbed.core.profile import Profile
 
-RESTART_S = {"rabbitmq": 6.0, "activemq": 1.5}
-"""Broker start-up time after a kill or restart when the profile has no measured
-``restart_time`` (RabbitMQ ~5–8 s with persistent data on a quiet machine, up to 18 s on a busy
-one; ActiveMQ ~1–3 s); added to the scenario's ``duration`` of the outage."""
+RESTART_S = {name: kind.restart_s for name, kind in KINDS.items()}
+"""Broker start-up time after a kill or restart per kind (`KindFacts.restart_s`) when the
+profile has no measured ``restart_time`` (RabbitMQ ~5–8 s with persistent data on a quiet
+machine, up to 18 s on a busy one; ActiveMQ ~1–3 s); added to the scenario's ``duration`` of
+the outage."""
 DEFAULT_RESTART_S = 6.0
 """For a broker kind without a figure of its own."""
 

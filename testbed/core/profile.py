@@ -60,6 +60,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field, ValidationError
 
+from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, KindName
 from testbed.core.client_path import ClientPath
 from testbed.core.distributions import (
     Deterministic,
@@ -138,7 +139,7 @@ class RestartTime(MomentFit):
 
 
 class BrokerInfo(Strict):
-    kind: Literal["rabbitmq", "activemq"]
+    kind: KindName
     version: str
 
 
@@ -196,7 +197,7 @@ class Profile(Strict):
         return self.latency["base"].for_rate(rate)
 
     @classmethod
-    def zero(cls, kind: Literal["rabbitmq", "activemq"] = "rabbitmq", **changes: object) -> Profile:
+    def zero(cls, kind: KindName = DEFAULT_KIND, **changes: object) -> Profile:
         """A synthetic profile with every cost zero (for theory checks); override by keyword."""
         data: dict[str, object] = {
             "source": "synthetic",
@@ -244,7 +245,8 @@ def _problems(e: ValidationError) -> list[str]:
     return out
 
 
-DEFAULT_CLIENT = {"rabbitmq": "pika", "activemq": "stomp"}
+DEFAULT_CLIENT = {name: kind.default_client for name, kind in KINDS.items()}
+"""Broker kind -> its default client library (`KindFacts.default_client`)."""
 
 
 def shipped_profile_path(kind: str, client: str | None = None) -> Path:

@@ -47,6 +47,7 @@ from pydantic import (
     model_validator,
 )
 
+from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, KindName
 from testbed.core.distributions import Deterministic, Distribution
 from testbed.core.scenario_faults import Autoscaling, Fault
 from testbed.core.strict import Strict
@@ -105,7 +106,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_
 
 
 class BrokerSpec(Strict):
-    kind: Literal["rabbitmq", "activemq"] = "rabbitmq"
+    kind: KindName = DEFAULT_KIND
     backend: Literal["local", "docker", "external"] = "local"
     client: Literal["pika", "kombu", "stomp"] | None = None
     """Client library; defaults to pika for RabbitMQ and stomp for ActiveMQ."""
@@ -122,9 +123,9 @@ class BrokerSpec(Strict):
     @model_validator(mode="after")
     def _defaults(self) -> BrokerSpec:
         if self.client is None:
-            self.client = "pika" if self.kind == "rabbitmq" else "stomp"
+            self.client = KINDS[self.kind].default_client  # type: ignore[assignment]
         if self.model is None:
-            self.model = "amqp" if self.kind == "rabbitmq" else "threads"
+            self.model = KINDS[self.kind].model
         return self
 
 

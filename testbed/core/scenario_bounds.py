@@ -17,6 +17,7 @@ __all__ = ["check_bounds", "MAX_PREFETCH", "MAX_KEY_BYTES"]
 
 from typing import TYPE_CHECKING, Any
 
+from testbed.core.broker_kinds import KINDS
 from testbed.core.scenario_faults import ClientFault, StochasticFault
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ def check_bounds(c: Any, s: Scenario) -> None:
     for qi, q in enumerate(s.topology.queues):
         for bi, b in enumerate(q.bindings):
             _key(c, ("topology", "queues", qi, "bindings", bi, "key"), b.key)
-    if s.broker.kind == "rabbitmq":
-        _reserved_names(c, s)
+    if (prefix := KINDS[s.broker.kind].reserved_prefix) is not None:
+        _reserved_names(c, s, prefix, KINDS[s.broker.kind].title)
     _check_fault_bounds(c, s)
 
 
@@ -62,7 +63,7 @@ def _key(c: Any, path: Path_, key: str | None) -> None:
         )
 
 
-def _reserved_names(c: Any, s: Scenario) -> None:
+def _reserved_names(c: Any, s: Scenario, prefix: str, title: str) -> None:
     named: list[tuple[Path_, str]] = [
         (("topology", "queues", i, "name"), q.name) for i, q in enumerate(s.topology.queues)
     ]
@@ -78,10 +79,10 @@ def _reserved_names(c: Any, s: Scenario) -> None:
             path: Path_ = ("topology", "queues", i, "visibility", "dead_letter_queue")
             named.append((path, q.visibility.dead_letter_queue))
     for path, name in named:
-        if name.startswith("amq."):
+        if name.startswith(prefix):
             c.error(
                 path,
-                f"{name!r}: names starting 'amq.' are reserved by RabbitMQ (declaring one is "
+                f"{name!r}: names starting {prefix!r} are reserved by {title} (declaring one is "
                 "refused with ACCESS_REFUSED); choose another prefix",
             )
 

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from testbed.core.broker_kinds import KINDS, client_mismatch
 from testbed.core.load import offered_load
 from testbed.core.routing import valid_topic_pattern
 from testbed.core.scenario import (
@@ -145,14 +146,8 @@ def _check_run_and_broker(c: _Collector, s: Scenario) -> None:
     if s.warmup >= s.duration:
         c.error(("warmup",), f"warmup {s.warmup:g}s must be shorter than duration {s.duration:g}s")
 
-    kind = s.broker.kind
-    if kind == "rabbitmq" and s.broker.client == "stomp":
-        c.error(("broker", "client"), "client 'stomp' talks to ActiveMQ; use 'pika' or 'kombu'")
-    if kind == "activemq" and s.broker.client in ("pika", "kombu"):
-        c.error(
-            ("broker", "client"),
-            f"client {s.broker.client!r} is AMQP 0-9-1 (RabbitMQ); ActiveMQ uses 'stomp'",
-        )
+    if s.broker.client is not None and (why := client_mismatch(s.broker.kind, s.broker.client)):
+        c.error(("broker", "client"), why)
     if s.broker.backend == "external" and not (s.broker.urls or os.environ.get(ENV_BROKER_URLS)):
         c.error(("broker", "urls"), f"backend 'external' needs broker.urls (or ${ENV_BROKER_URLS})")
 
@@ -161,13 +156,14 @@ def _check_queues(c: _Collector, s: Scenario) -> None:
     """Quorum queues on RabbitMQ and durable; bindings to declared exchanges, valid topic
     patterns; no queue dead-letters to itself."""
     topo = s.topology
-    kind = s.broker.kind
+    quorum = KINDS[s.broker.kind].quorum_queues
     exchanges = [x.name for x in topo.exchanges]
     for qi, q in enumerate(topo.queues):
         qp: Path_ = ("topology", "queues", qi)
         if q.type == "quorum":
-            if kind != "rabbitmq":
-                c.error(qp + ("type",), "quorum queues exist only on RabbitMQ")
+            if not quorum:
+                where = " and ".join(k.title for k in KINDS.values() if k.quorum_queues)
+                c.error(qp + ("type",), f"quorum queues exist only on {where}")
             if not q.durable:
                 c.error(qp + ("durable",), "a quorum queue must be durable")
         for bi, b in enumerate(q.bindings):

@@ -32,6 +32,7 @@ __all__ = [
     "BrokerFaults",
     "LocalBrokerFaults",
     "UnsupportedFault",
+    "has_alarms",
     "supported",
     "BROKER_FAULT_KINDS",
 ]
@@ -40,6 +41,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from testbed.core.broker_kinds import KINDS, kind_list
 from testbed.exceptions import FaultError, MqbedError
 
 if TYPE_CHECKING:
@@ -98,6 +100,12 @@ class BrokerFaults(Protocol):
         ...
 
 
+def has_alarms(broker_kind: str) -> bool:
+    """Memory and disk alarms can be raised on a running `broker_kind` node (False if unknown)."""
+    facts = KINDS.get(broker_kind)
+    return facts is not None and facts.alarms
+
+
 def supported(fault: Any, broker_kind: str, backend: str = "local") -> str | None:
     """Why `fault` (a scenario fault) cannot run on `broker_kind` with `backend`, or None.
 
@@ -114,13 +122,14 @@ def supported(fault: Any, broker_kind: str, backend: str = "local") -> str | Non
             f"{kind} on {target!r}: the external backend does not own its brokers, so it cannot "
             "kill, pause, restart or alarm them (network faults via the proxy still work)"
         )
-    if kind in _ALARMS and broker_kind != "rabbitmq":
+    facts = KINDS.get(broker_kind)
+    if facts is None:
+        return f"broker kind {broker_kind!r}: unknown (expected {kind_list(quote=True)})"
+    if kind in _ALARMS and not facts.alarms:
         return (
-            f"{kind}: not supported on {broker_kind} (ActiveMQ 5.17 reads its memory/store "
-            "limits at start-up only); use a small broker.memory_limit to make producers block"
+            f"{kind}: not supported on {broker_kind} ({facts.no_alarms}); use a small "
+            "broker.memory_limit to make producers block"
         )
-    if broker_kind not in ("rabbitmq", "activemq"):
-        return f"broker kind {broker_kind!r}: unknown (expected 'rabbitmq' or 'activemq')"
     return None
 
 
@@ -150,7 +159,7 @@ class LocalBrokerFaults:
             ) from None
 
     def prepare(self, node: str) -> None:
-        if self.kind(node) == "rabbitmq":
+        if has_alarms(self.kind(node)):
             self._remember(node, "memory_alarm")
             self._remember(node, "disk_alarm")
 
@@ -194,7 +203,7 @@ class LocalBrokerFaults:
 
     def _alarm(self, node: str, which: str, on: bool) -> None:
         kind = self.kind(node)
-        if kind != "rabbitmq":
+        if not has_alarms(kind):
             raise UnsupportedFault(f"{which} on node {node!r}: not supported on {kind}")
         original = self._remember(node, which)
         if which == "memory_alarm":

@@ -43,9 +43,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.core.broker_kinds import DEFAULT_KIND
 from testbed.core.faultplan import Episode, episode_detail, plan_faults
 from testbed.exceptions import FaultError
-from testbed.faults.injector import BrokerFaults
+from testbed.faults.injector import BrokerFaults, has_alarms
 from testbed.faults.schedule import check_faults, links_for
 from testbed.faults.toxics import NotFoundError
 
@@ -132,7 +133,7 @@ class FaultRunner:
             broker_kind = brokers.kind(next(iter(self.node_names.values())))
         problems = check_faults(
             faults,
-            broker_kind=broker_kind or "rabbitmq",
+            broker_kind=broker_kind or DEFAULT_KIND,
             node_names=self.node_names,
             links=self.links if proxy is not None else None,
         )
@@ -142,7 +143,7 @@ class FaultRunner:
             node = self.node_names.get(ep.target)
             if brokers is not None and node and ep.action in ("memory_alarm", "disk_alarm"):
                 kind = brokers.kind(node)
-                if kind != "rabbitmq":
+                if not has_alarms(kind):
                     problems.append(
                         f"faults[{ep.index}] ({ep.fault}): not supported on node {node!r} "
                         f"({kind} reads its memory/store limits at start-up only)"

@@ -43,6 +43,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.brokers.activemq_topology import logical_queue_name
 from testbed.brokers.base import ConnectionLost
 from testbed.brokers.stomp_session import StompSession, Subscription
+from testbed.core.broker_kinds import KINDS, load
 from testbed.exceptions import ConfigurationError
 
 
@@ -283,9 +284,9 @@ class ActiveMQStatsPoller:
 def make_stats_poller(
     endpoint: BrokerEndpoint, *, queues: Iterable[str] | None = None, timeout: float = 2.0
 ) -> StatsPoller:
-    """The poller for `endpoint.kind`."""
-    if endpoint.kind == "rabbitmq":
-        return RabbitMQStatsPoller(endpoint, queues=queues, timeout=timeout)
-    if endpoint.kind == "activemq":
-        return ActiveMQStatsPoller(endpoint, queues=queues, timeout=timeout)
-    raise ConfigurationError(f"stats poller: unknown broker kind {endpoint.kind!r}")
+    """The poller for `endpoint.kind` (`KindFacts.stats_poller`)."""
+    facts = KINDS.get(endpoint.kind)
+    if facts is None:
+        raise ConfigurationError(f"stats poller: unknown broker kind {endpoint.kind!r}")
+    poller: StatsPoller = load(facts.stats_poller)(endpoint, queues=queues, timeout=timeout)
+    return poller

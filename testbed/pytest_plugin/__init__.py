@@ -140,8 +140,10 @@ def mqbed_testbed(
 @pytest.fixture
 def mqbed_broker(request: pytest.FixtureRequest, mqbed_testbed: Any) -> Any:
     """A running broker (`testbed.backends.base.BrokerEndpoint`) of the marker's kind."""
+    from testbed.core.broker_kinds import DEFAULT_KIND
+
     mark = _marker(request)
-    return mqbed_testbed.broker(mark.get("kind", "rabbitmq"), mark.get("backend"))
+    return mqbed_testbed.broker(mark.get("kind", DEFAULT_KIND), mark.get("backend"))
 
 
 @pytest.fixture

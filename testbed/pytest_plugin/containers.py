@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.docker_containers import new_record
 from testbed.backends.docker_nodes import NODE_MOUNT, container_drivers
+from testbed.backends.external import endpoint_url
 from testbed.backends.images import ensure_image
 from testbed.backends.node_driver import NotHealthy, log_tail
 from testbed.backends.ports import pick_free_ports
@@ -56,14 +56,9 @@ def docker_engine_error(timeout: float = 5.0) -> str | None:
 
 def broker_url(ep: BrokerEndpoint) -> str:
     """The external backend's URL for `ep` (``amqp://`` with its management and Prometheus
-    URLs, or ``stomp://``); user and password percent-encoded."""
-    auth = f"{quote(ep.username, safe='')}:{quote(ep.password, safe='')}"
-    if ep.kind == "activemq":
-        return f"stomp://{auth}@{ep.host}:{ep.port}"
-    extra = {k: v for k, v in (("management", ep.management_url),
-                               ("prometheus", ep.prometheus_url)) if v}  # fmt: skip
-    query = f"?{urlencode(extra)}" if extra else ""
-    return f"amqp://{auth}@{ep.host}:{ep.port}/{query}"
+    URLs, or ``stomp://``); user and password percent-encoded (`endpoint_url`: the external
+    backend owns its URL format)."""
+    return endpoint_url(ep)
 
 
 @dataclass

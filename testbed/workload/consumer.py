@@ -34,6 +34,7 @@ from testbed.brokers.base import (
     Producer,
 )
 from testbed.control.visibility import VisibilityController
+from testbed.core.broker_kinds import KINDS
 from testbed.core.clock import RunClock
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
 from testbed.core.visibility import dead_letter_queue, delay_queue_of
@@ -86,7 +87,7 @@ class ConsumerLoop:
                 recorder,
                 instance,
                 self._republish,
-                hold_in_process=scenario.broker.kind == "activemq",
+                hold_in_process=KINDS[scenario.broker.kind].visibility == "in_process",
             )
         self._requeue_capable = adapter.capabilities.nack_requeue
 

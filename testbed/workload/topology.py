@@ -7,6 +7,7 @@ __all__ = ["declarations", "all_queue_names", "purge"]
 import time
 
 from testbed.brokers.base import BindingDecl, BrokerAdapter, Declaration, ExchangeDecl, QueueDecl
+from testbed.core.broker_kinds import KINDS
 from testbed.core.scenario import Scenario
 from testbed.core.visibility import dead_letter_queue_of, delay_queue_of
 
@@ -15,13 +16,15 @@ def declarations(scenario: Scenario) -> list[Declaration]:
     """Everything the run needs declared before any producer or consumer starts.
 
     Queues with a visibility timeout get their dead-letter queue (``<queue>.dlq`` unless named)
-    and, on RabbitMQ, a delay queue ``<queue>.vt-delay`` whose messages expire after the
-    timeout back into the queue (see :mod:`testbed.control.visibility`).
+    and, where the broker kind runs visibility timeouts in delay queues (RabbitMQ), a delay
+    queue ``<queue>.vt-delay`` whose messages expire after the timeout back into the queue (see
+    :mod:`testbed.control.visibility`).
     Load-balanced aliases declare every member queue (``<alias>.<i>``, up to ``max_queues``)
     and the alias as a direct exchange binding each member under its own name: producers pick
     the member per message by the forwarding ratios (:mod:`testbed.workload.scaling`).
     """
     topo = scenario.topology
+    delay_queues = KINDS[scenario.broker.kind].visibility == "delay_queue"
     out: list[Declaration] = [ExchangeDecl(x.name, x.type, x.durable) for x in topo.exchanges]
     declared: set[str] = set()
     for q in topo.queues:
@@ -29,7 +32,7 @@ def declarations(scenario: Scenario) -> list[Declaration]:
         if dlq and dlq not in declared and scenario.queue(dlq) is None:
             out.append(QueueDecl(dlq, durable=q.durable))
             declared.add(dlq)
-        if q.visibility is not None and scenario.broker.kind == "rabbitmq":
+        if q.visibility is not None and delay_queues:
             out.append(
                 QueueDecl(
                     delay_queue_of(q.name),

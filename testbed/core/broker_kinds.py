@@ -1,0 +1,203 @@
+"""The broker kinds mqbed knows, and per kind the facts the rest of the code branches on.
+
+Scenarios, profiles and run files name a broker by its kind string (``rabbitmq``,
+``activemq``); everything outside the broker adapters (`testbed.brokers`) and the backends
+(`testbed.backends`) asks this registry what a kind can do instead of comparing that string.
+Adding a broker is one adapter package, its backend drivers and one `register` call below (with
+its name in `KindName`); docs/architecture.md "Recipes" has the list.
+
+The registry lives in `testbed.core` because scenario checks and the simulator need it, and
+``core`` imports nothing else of mqbed. Live-side pieces (adapter classes, the statistics
+poller, the local version probe) are therefore named as ``"module:attribute"`` strings that the
+live side imports when it needs them, as `testbed.brokers.adapter_class` always did.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_KIND",
+    "KINDS",
+    "KindFacts",
+    "KindName",
+    "client_mismatch",
+    "facts",
+    "kind_list",
+    "load",
+    "register",
+]
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from testbed.exceptions import ConfigurationError
+
+KindName = Literal["rabbitmq", "activemq"]
+"""The registered kinds as a type: the scenario schema's ``broker.kind``, profiles and command
+line choices use it. Extend it with a registration (tests/unit/test_broker_kinds.py checks that
+it names exactly the registered kinds)."""
+
+
+@dataclass(frozen=True)
+class KindFacts:
+    """What one broker kind is and does, as far as code outside its adapter cares."""
+
+    name: str
+    """The kind string of scenarios and files (``broker.kind``)."""
+    title: str
+    """The broker's name in messages and documents."""
+    protocol: str
+    """The wire protocol its client libraries speak (messages)."""
+    clients: Mapping[str, str]
+    """Client library -> its adapter ``"module:Class"``; the first one is the default."""
+    model: Literal["amqp", "threads", "shared_lock"]
+    """The emulator's default service model (``broker.model``, docs/models.md §3)."""
+    url_scheme: str
+    """Scheme of the broker's URLs (external backend, ``mqbed up``)."""
+    no_alarms: str | None
+    """Why memory and disk alarms cannot be raised and cleared on a running node (fault
+    injection), or None when they can (see `alarms`; the fault runs ``rabbitmqctl``,
+    `testbed.faults.injector`)."""
+    visibility: Literal["delay_queue", "in_process"]
+    """How a visibility timeout runs: ``delay_queue`` - a broker-side delay queue whose
+    messages expire back into the queue; ``in_process`` - the consumer holds the message in its
+    own process until the timeout (`testbed.control.visibility`)."""
+    quorum_queues: bool
+    """Queues may have ``type: quorum``."""
+    reserved_prefix: str | None
+    """Queue and exchange names with this prefix are the broker's own (declaring is refused)."""
+    restart_s: float
+    """Start-up time after a kill or restart (`testbed.core.availability.RESTART_S`)."""
+    prometheus_plugin: bool
+    """The broker serves its own Prometheus metrics (``BrokerEndpoint.prometheus_url``)."""
+    management_api: bool
+    """The broker answers RabbitMQ's HTTP management API (``BrokerEndpoint.management_url``,
+    ``/api/overview``: its version)."""
+    stats_poller: str
+    """``"module:Class"`` of its `testbed.observe.stats.StatsPoller`."""
+    local_version: str | None
+    """``"module:function"`` returning the locally installed broker's version (or None), for
+    when neither the backend nor a management API says."""
+    deletes_topology: bool
+    """Its adapter can delete queues and exchanges (calibration cleans up after itself)."""
+    calibration_queue_per_consumer: bool
+    """Calibration consumes each queue of a fan-out stream on a connection and thread of its
+    own, rather than all of a stream's queues on one."""
+    high_watermark: float
+    """Calibration default: the profile's ``high_watermark`` (fraction of the memory limit
+    where producers block); not measured (`testbed.calibration.assemble.HIGH_WATERMARK`)."""
+
+    @property
+    def default_client(self) -> str:
+        return next(iter(self.clients))
+
+    @property
+    def alarms(self) -> bool:
+        """Memory and disk alarms can be raised and cleared on a running node."""
+        return self.no_alarms is None
+
+
+_KINDS: dict[str, KindFacts] = {}
+KINDS: Mapping[str, KindFacts] = MappingProxyType(_KINDS)
+"""Every registered kind by name, in registration order."""
+
+
+def register(kind: KindFacts) -> KindFacts:
+    """Add a broker kind to the registry (once)."""
+    if kind.name in _KINDS:
+        raise ValueError(f"broker kind {kind.name!r} is registered already")
+    if not kind.clients:
+        raise ValueError(f"broker kind {kind.name!r}: no client library")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def kind_list(quote: bool = False) -> str:
+    """The registered kinds for a message: ``rabbitmq or activemq`` (quoted: ``'rabbitmq'``)."""
+    return " or ".join(repr(k) if quote else k for k in KINDS)
+
+
+def load(ref: str) -> Any:
+    """The object a ``"module:attribute"`` string of the registry names (imported now)."""
+    module, attr = ref.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def facts(kind: str) -> KindFacts:
+    """The facts of broker `kind`; a `ConfigurationError` naming the known kinds if unknown."""
+    found = KINDS.get(kind)
+    if found is None:
+        raise ConfigurationError(f"broker kind {kind!r}: unknown (expected {kind_list(True)})")
+    return found
+
+
+def client_mismatch(kind: str, client: str) -> str | None:
+    """Why `client` cannot talk to a `kind` broker, or None when it can (or `kind` is unknown:
+    the schema reports that)."""
+    own = KINDS.get(kind)
+    if own is None or client in own.clients:
+        return None
+    alternatives = " or ".join(repr(c) for c in own.clients)
+    owner = next((k for k in KINDS.values() if client in k.clients), None)
+    speaks = f"talks to {owner.title} ({owner.protocol})" if owner else "is unknown"
+    return f"client {client!r} {speaks}; {own.title} uses {alternatives}"
+
+
+RABBITMQ = register(
+    KindFacts(
+        name="rabbitmq",
+        title="RabbitMQ",
+        protocol="AMQP 0-9-1",
+        clients=MappingProxyType(
+            {
+                "pika": "testbed.brokers.rabbitmq:RabbitMQAdapter",
+                "kombu": "testbed.brokers.kombu_rabbitmq:KombuRabbitMQAdapter",
+            }
+        ),
+        model="amqp",
+        url_scheme="amqp",
+        no_alarms=None,
+        visibility="delay_queue",
+        quorum_queues=True,
+        reserved_prefix="amq.",
+        restart_s=6.0,  # ~5-8 s with persistent data
+        prometheus_plugin=True,
+        management_api=True,
+        stats_poller="testbed.observe.stats:RabbitMQStatsPoller",
+        local_version=None,
+        deletes_topology=True,
+        calibration_queue_per_consumer=False,
+        # RabbitMQ's watermark applies to the whole node's memory, base included, so no
+        # constant fraction of the limit is right for every limit: 0.6 is a placeholder
+        high_watermark=0.6,
+    )
+)
+
+ACTIVEMQ = register(
+    KindFacts(
+        name="activemq",
+        title="ActiveMQ",
+        protocol="STOMP",
+        clients=MappingProxyType({"stomp": "testbed.brokers.activemq:ActiveMQAdapter"}),
+        model="threads",
+        url_scheme="stomp",
+        no_alarms="ActiveMQ 5.17 reads its memory/store limits at start-up only",
+        visibility="in_process",
+        quorum_queues=False,
+        reserved_prefix=None,
+        restart_s=1.5,  # ~1-2 s
+        prometheus_plugin=False,
+        management_api=False,
+        stats_poller="testbed.observe.stats:ActiveMQStatsPoller",
+        local_version="testbed.backends.local_activemq:activemq_version",
+        deletes_topology=False,  # queues cannot be deleted over STOMP
+        calibration_queue_per_consumer=True,
+        # blocks producers when its message memory (what the poller reports) reaches the limit
+        high_watermark=1.0,
+    )
+)
+
+DEFAULT_KIND: KindName = "rabbitmq"
+"""The kind of a scenario that names none (``broker.kind``'s default)."""

@@ -2,7 +2,7 @@
 
     from emulator.predict import predict
     result = predict(scenario, Path("runs/x"), replications=5)
-    result.summary["metrics"]          # per-metric means and 95 % CIs across replications
+    result.summary["metrics"]          # per-metric medians (+ mean, 95 % CI) across replications
 
 ``method="simulate"`` runs the SimPy model (``emulator.sim``) for each replication — in parallel
 processes when there are several — and writes into ``<out_dir>/predicted/``:
@@ -13,7 +13,8 @@ processes when there are several — and writes into ``<out_dir>/predicted/``:
   ``ledger.r<N>.json`` for every N — the same files as ``measured/``
   (`testbed.core.ledger.write_ledgers`); the across-replication mean and CI are in
   ``summary.json``'s ``ledger`` section;
-- ``summary.json``: per-metric means with 95 % intervals (see ``emulator.sim.summary``).
+- ``summary.json``: per metric the median across replications — the figure the report judges —
+  with the mean and its 95 % interval (see ``emulator.sim.summary``).
 
 ``method="analytic"`` answers from the closed forms (``emulator.closed_form``) when the scenario
 meets their assumptions, and otherwise raises ``PredictionError`` naming the assumption that

@@ -1,16 +1,16 @@
 """Exact quantiles of values that do not fit in memory at once (streamed replications).
 
-``quantiles(blocks, n, qs)`` gives exactly what ``np.quantile(x, qs)`` (method ``linear``)
+``quantiles(blocks, n, qs)`` gives exactly what ``np.quantile(x, qs, method="inverted_cdf")``
 gives for the ``n`` values that ``blocks()`` yields, block by block, each call a fresh pass
-(a file read back). The two order statistics around each quantile are found by radix
+(a file read back): the percentile definition of every judged figure
+(`testbed.core.figures.percentile_index`). The order statistic of each quantile is found by radix
 selection on the values' order-preserving 64-bit keys: a pass counts the keys per top-16-bit
 bucket, and a second pass keeps only the buckets that hold a wanted rank (a few per cent of
 the values); a bucket still too big is split on its next 16 bits. Memory: the histogram and
 the kept buckets, never all values.
 
 Hand-written because no maintained library does exact (not sketch) quantiles out of core in a
-few passes; a t-digest or DDSketch would change the figures. The interpolation repeats numpy's
-(``numpy.lib._function_base_impl._quantile`` for ``linear``), so a streamed summary equals an
+few passes; a t-digest or DDSketch would change the figures. A streamed summary equals an
 in-memory one bit for bit; tests/unit/test_sim_stream.py holds the two together.
 """
 
@@ -21,6 +21,8 @@ __all__ = ["quantiles", "order_statistics"]
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+
+from testbed.core.figures import percentile_index
 
 Blocks = Callable[[], Iterable[np.ndarray]]
 """A fresh pass over the values (float64 blocks) at each call."""
@@ -88,24 +90,8 @@ def order_statistics(blocks: Blocks, ranks: Sequence[int]) -> dict[int, float]:
 
 
 def quantiles(blocks: Blocks, n: int, qs: Sequence[float]) -> list[float]:
-    """``np.quantile(values, qs)`` (linear) of the ``n`` values of ``blocks()``; n ≥ 1."""
-    q = np.asarray(qs, dtype=np.float64)
-    virtual = (n - 1) * q  # numpy's virtual index of method 'linear'
-    prev = np.floor(virtual)
-    nxt = prev + 1
-    above = virtual >= n - 1
-    prev[above] = -1
-    nxt[above] = -1
-    below = virtual < 0
-    prev[below] = 0
-    nxt[below] = 0
-    prev_i, next_i = prev.astype(np.intp), nxt.astype(np.intp)
-    gamma = np.asanyarray(virtual - prev_i, dtype=np.float64)
-    idx = [int(i) % n for i in (*prev_i, *next_i)]
+    """``np.quantile(values, qs, method="inverted_cdf")`` of the ``n`` values of ``blocks()``
+    (n ≥ 1): each an order statistic (`testbed.core.figures.percentile_index`)."""
+    idx = [percentile_index(float(q), n) for q in qs]
     stats = order_statistics(blocks, idx)
-    a = np.array([stats[int(i) % n] for i in prev_i], dtype=np.float64)
-    b = np.array([stats[int(i) % n] for i in next_i], dtype=np.float64)
-    diff = b - a
-    res = np.add(a, diff * gamma)
-    np.subtract(b, diff * (1 - gamma), out=res, where=gamma >= 0.5)
-    return [float(v) for v in res]
+    return [float(stats[i]) for i in idx]

@@ -18,8 +18,10 @@ Per replication, for all traffic (``queue``/``flow`` null), per queue and per me
   from the records (``emulator.sim.depth``; the definition of ``testbed.analysis.metrics``,
   whose module docstring says why not the sampled ``depth_ready + depth_unacked``);
 - ``losses``/``duplicates``: the ledger's ``lost``/``duplicated`` (overall).
-The across-replication figure is the mean with a Student-t 95 % interval (``null`` for one
-replication); ``values`` lists the per-replication figures.
+The across-replication figure (``predicted``) is the median of the per-replication figures, as
+the report judges it (`testbed.core.figures`), with ``mean`` and the Student-t 95 % interval of
+the mean (``predicted_ci``, ``null`` for one replication); ``values`` lists the per-replication
+figures.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats
 
 from emulator.sim.depth import DepthStream
 from emulator.sim.select import quantiles
 from emulator.sim.spool import SideFile
+from testbed.core.figures import finite, median, t_interval
 from testbed.core.ledger import codes, message_index
 from testbed.core.records import OUTCOMES, Ledger
 
@@ -64,14 +66,8 @@ def load_window(events: pa.Table | pd.DataFrame) -> tuple[float, float]:
 
 def mean_ci(values: Iterable[float]) -> tuple[float | None, list[float] | None]:
     """Mean and Student-t 95 % interval of finite values (interval None below two values)."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if len(x) == 0:
-        return None, None
-    m = float(x.mean())
-    if len(x) < 2:
-        return m, None
-    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return m, [m - half, m + half]
+    x = finite(values)
+    return (float(x.mean()) if len(x) else None), t_interval(x)
 
 
 def _numbers(column: pa.ChunkedArray) -> np.ndarray:
@@ -291,8 +287,9 @@ def summarize(
                 "metric": key[0],
                 "queue": key[1],
                 "flow": key[2],
-                "predicted": mean,
+                "predicted": median(values),  # what the report judges (testbed.core.figures)
                 "predicted_ci": ci,
+                "mean": mean,
                 "n": sum(v is not None for v in values),
                 "values": [None if v is None or not math.isfinite(v) else v for v in values],
             }

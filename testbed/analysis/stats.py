@@ -27,36 +27,17 @@ __all__ = [
 ]
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
 
-LEVEL = 0.95
+from testbed.core.figures import LEVEL, median, t_interval
+
 RESAMPLES = 2000
 
 
-def _finite(values: Sequence[float | None]) -> np.ndarray:
-    x = np.asarray([v for v in values if v is not None], dtype=float)
-    return x[np.isfinite(x)]
-
-
-def median(values: Sequence[float | None]) -> float | None:
-    """Median of the finite values, None when there are none."""
-    x = _finite(values)
-    return float(np.median(x)) if len(x) else None
-
-
-def t_interval(values: Sequence[float | None], level: float = LEVEL) -> list[float] | None:
-    """Student-t interval of the mean; None below two finite values."""
-    x = _finite(values)
-    if len(x) < 2:
-        return None
-    m = float(x.mean())
-    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return [m - half, m + half]
-
-
+# the across-replication rule (median, t interval of the mean) is shared with `mqbed predict`
+# (`testbed.core.figures`); re-exported here for the analysis modules
 def poisson_interval(count: float, level: float = LEVEL) -> list[float]:
     """Exact (Garwood) interval for the mean of a Poisson count observed as `count`."""
     k = float(count)

@@ -42,7 +42,7 @@ from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
 from testbed.core.threads import stage_counts
 
 if TYPE_CHECKING:
-    from emulator.sim.links import Link
+    from emulator.sim.links import Links
     from emulator.sim.queues import Queue
 
 Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
@@ -70,7 +70,7 @@ class Broker:
         self.up = True
         self.pending = 0  # message copies not yet finished (for the drain)
         self.on_discard: Callable[[Queue, int], None] | None = None  # hook: overflow losses
-        self.link: Link | None = None  # fault hooks on the publish path (emulator.sim.links)
+        self.link: Links | None = None  # hooks on the publish path (emulator.sim.links)
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)
@@ -90,14 +90,18 @@ class Broker:
         """Called at the publish time; the message arrives after d (+ ``extra``, + the
         link's ``upstream`` transit time)."""
         link = self.link
-        if link is not None:
+        if link is not None and link.upstream is not None:
             extra = link.upstream(sender, m, extra)
         self.call(self.d + extra, self._arrive, (sender, m, queues, notify, persistent))
 
     def _arrive(self, ev: Any) -> None:
         sender, m, queues, notify, persistent = ev.value
         link = self.link
-        if link is None or link.accept(sender, m, queues, notify, persistent):
+        if (
+            link is None
+            or link.accept is None
+            or link.accept(sender, m, queues, notify, persistent)
+        ):
             self.route(sender, m, queues, notify, persistent)
 
     def accept(
@@ -106,7 +110,11 @@ class Broker:
         """The message is at the broker now (the entry for follow-up publishes): routed unless
         the link's ``accept`` holds or drops it."""
         link = self.link
-        if link is None or link.accept(sender, m, queues, notify, persistent):
+        if (
+            link is None
+            or link.accept is None
+            or link.accept(sender, m, queues, notify, persistent)
+        ):
             self.route(sender, m, queues, notify, persistent)
 
     def route(

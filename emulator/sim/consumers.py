@@ -46,7 +46,7 @@ from testbed.core.visibility import dead_letters
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
-    from emulator.sim.links import Link
+    from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.recorder import Recorder
 
@@ -120,7 +120,7 @@ class Consumer:
         self.sizes = broker.sizes
         self.flows = rec.m_flow
         self._record = rec.delivery
-        self.link: Link | None = None  # fault hooks (emulator.sim.links), set by the model
+        self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -144,14 +144,18 @@ class Consumer:
         if link is None:
             self._serve(q, m, attempt, t_disp, None)
             return
-        t_disp = link.deliver(self, q, m, attempt, t_disp)
+        if link.deliver is not None:
+            t_disp = link.deliver(self, q, m, attempt, t_disp)
         free0 = self.free
-        self._serve(q, m, attempt, t_disp, link)
-        link.delivered(self, q, m, attempt, t_disp, free0)
+        self._serve(q, m, attempt, t_disp, link.ack)
+        if link.delivered is not None:
+            link.delivered(self, q, m, attempt, t_disp, free0)
 
-    def _serve(self, q: Queue, m: int, attempt: int, t_disp: float, link: Link | None) -> None:
+    def _serve(
+        self, q: Queue, m: int, attempt: int, t_disp: float, ack: Callable[..., float] | None
+    ) -> None:
         """Decide everything about the delivery and schedule its callbacks (acks and nacks at
-        the time ``link.ack`` gives)."""
+        the time ``ack``, the link's hook, gives)."""
         size = self.sizes[m]
         d = self.d
         t = t_disp + d + q.deliver_a + self.extra_a + (q.deliver_b + self.extra_b) * size
@@ -167,7 +171,7 @@ class Consumer:
         call_at = self.call_at
         if not ok and mode == _PROCESSING and not q.in_order:
             vt = q.vt
-            t = done + d if link is None else link.ack(self, done + d)
+            t = done + d if ack is None else ack(self, done + d)
             if vt is not None:
                 call_at(t, self._failed, (q, m, attempt, start, start + vt, self.epoch))
             else:
@@ -193,8 +197,8 @@ class Consumer:
         if ack_at is None:  # failed, no visibility timeout: unacked until the channel closes
             call_at(done, self._held, (q, m, attempt, start, done))
         else:
-            if link is not None:
-                ack_at = link.ack(self, ack_at)
+            if ack is not None:
+                ack_at = ack(self, ack_at)
             if mode == _PROCESSING:
                 call_at(ack_at, self._acked, (q, m, attempt, start, done, self.epoch))
                 return
@@ -210,7 +214,7 @@ class Consumer:
     ) -> None:
         """Settle one attempt: ``link.record`` sees it, then the recorder writes its row."""
         link = self.link
-        if link is not None:
+        if link is not None and link.record is not None:
             link.record(self, m, attempt, out)
         self._record(m, queue, consumer, attempt, t_del, t_done, out)
 

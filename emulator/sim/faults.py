@@ -183,7 +183,7 @@ class FaultSim(ClientFaults, Link):
         if self.paused:
             self.held_confirms.append((p, value))
             return False
-        delay = self.links.confirm_delay(p, 0.0)
+        delay = self.links.confirm_time(p)
         if delay > 0:
             p.call(delay, self._late_confirm, (p, value))
             return False

@@ -4,8 +4,8 @@ Producers, the broker and consumers call a ``Link`` at each point where a messag
 connection, so that fault models (``emulator.sim.faults``, ``faults_net``) change what happens
 there without touching the objects. ``Link``'s methods are no-ops; a fault model subclasses it
 and overrides the points it needs. The objects hold ``link = None`` while no link is
-registered (``Model.add_link``), and then test it once per event: the fault-free path costs one
-comparison.
+registered (``Model.add_link``) — the fault-free path costs one comparison per event — and
+then the model's ``Links``, whose hook attributes are None where no link overrides the point.
 
 The points, in the order a message meets them:
 
@@ -37,7 +37,7 @@ hook               called by, when                          a link may
                    settled (outcome code)
 =================  =======================================  ===================================
 
-Several links compose in a ``Links`` chain, which sees every event in registration order:
+Several links compose in ``Links``, which passes every event on in registration order:
 a gate (``send``, ``accept``, ``confirm``) stops at the first link that takes the event, a
 transit time (``upstream``, ``confirm_delay``, ``deliver``, ``ack``) passes through each link in
 turn, and an observation (``sent``, ``delivered``, ``record``) reaches every link. The fault
@@ -48,7 +48,7 @@ hook, and a confirm that ``FaultSim`` lets through has its transit time from ``c
 
 from __future__ import annotations
 
-__all__ = ["Link", "Links"]
+__all__ = ["Link", "Links", "HOOKS"]
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -57,19 +57,6 @@ if TYPE_CHECKING:
     from emulator.sim.consumers import Consumer
     from emulator.sim.producers import Producer
     from emulator.sim.queues import Queue
-
-HOOKS = (
-    "send",
-    "sent",
-    "upstream",
-    "accept",
-    "confirm",
-    "confirm_delay",
-    "deliver",
-    "delivered",
-    "ack",
-    "record",
-)
 
 
 class Link:
@@ -126,9 +113,76 @@ def _overrides(link: Link, name: str) -> bool:
     return getattr(type(link), name) is not getattr(Link, name)
 
 
-class Links(Link):
-    """Links composed in registration order (see the module docstring); only the links that
-    override a hook are called for it."""
+def _gate_none(fs: tuple[Callable[..., Any], ...]) -> Callable[..., Any]:
+    def gate(*args: Any) -> Any:
+        for f in fs:
+            out = f(*args)
+            if out is not None:
+                return out
+        return None
+
+    return gate
+
+
+def _gate_bool(fs: tuple[Callable[..., Any], ...]) -> Callable[..., bool]:
+    def gate(*args: Any) -> bool:
+        return all(f(*args) for f in fs)
+
+    return gate
+
+
+def _fold(fs: tuple[Callable[..., Any], ...]) -> Callable[..., Any]:
+    def fold(*args: Any) -> Any:
+        *head, x = args
+        for f in fs:
+            x = f(*head, x)
+        return x
+
+    return fold
+
+
+def _each(fs: tuple[Callable[..., Any], ...]) -> Callable[..., None]:
+    def each(*args: Any) -> None:
+        for f in fs:
+            f(*args)
+
+    return each
+
+
+_COMPOSE: dict[str, Callable[[tuple[Callable[..., Any], ...]], Callable[..., Any]]] = {
+    "send": _gate_none,
+    "sent": _each,
+    "upstream": _fold,
+    "accept": _gate_bool,
+    "confirm": _gate_bool,
+    "confirm_delay": _fold,
+    "deliver": _fold,
+    "delivered": _each,
+    "ack": _fold,
+    "record": _each,
+}
+HOOKS = tuple(_COMPOSE)
+"""The hook points, in the order a message meets them."""
+
+
+class Links:
+    """The registered links, composed in registration order (see the module docstring).
+
+    Each hook is an attribute resolved when a link is added: None when no link overrides it
+    (the caller skips it), the one link's bound method, or a function calling those of several
+    links in turn — so a hook point costs one call per link that uses it.
+    """
+
+    send: Callable[[Producer, float, float], int | None] | None
+    sent: Callable[[Producer, int], None] | None
+    upstream: Callable[[Any, int, float], float] | None
+    accept: Callable[[Any, int, tuple[Queue, ...], int, bool], bool] | None
+    confirm: Callable[[Producer, tuple[int, int]], bool] | None
+    confirm_delay: Callable[[Producer, float], float] | None
+    deliver: Callable[[Consumer, Queue, int, int, float], float] | None
+    delivered: Callable[[Consumer, Queue, int, int, float, float], None] | None
+    ack: Callable[[Consumer, float], float] | None
+    record: Callable[[Consumer, int, int, int], None] | None
 
     def __init__(self) -> None:
         self.links: list[Link] = []
@@ -143,66 +197,11 @@ class Links(Link):
         self._resolve()
 
     def _resolve(self) -> None:
-        hooks: dict[str, tuple[Callable[..., Any], ...]] = {
-            name: tuple(getattr(x, name) for x in self.links if _overrides(x, name))
-            for name in HOOKS
-        }
-        self._send = hooks["send"]
-        self._sent = hooks["sent"]
-        self._upstream = hooks["upstream"]
-        self._accept = hooks["accept"]
-        self._confirm = hooks["confirm"]
-        self._confirm_delay = hooks["confirm_delay"]
-        self._deliver = hooks["deliver"]
-        self._delivered = hooks["delivered"]
-        self._ack = hooks["ack"]
-        self._record = hooks["record"]
+        for name, compose in _COMPOSE.items():
+            fs = tuple(getattr(x, name) for x in self.links if _overrides(x, name))
+            setattr(self, name, None if not fs else fs[0] if len(fs) == 1 else compose(fs))
 
-    def send(self, p: Producer, t_int: float, now: float) -> int | None:
-        for f in self._send:
-            m = f(p, t_int, now)
-            if m is not None:
-                return int(m)
-        return None
-
-    def sent(self, p: Producer, m: int) -> None:
-        for f in self._sent:
-            f(p, m)
-
-    def upstream(self, sender: Any, m: int, extra: float) -> float:
-        for f in self._upstream:
-            extra = f(sender, m, extra)
-        return extra
-
-    def accept(
-        self, sender: Any, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
-    ) -> bool:
-        return all(f(sender, m, queues, notify, persistent) for f in self._accept)
-
-    def confirm(self, p: Producer, value: tuple[int, int]) -> bool:
-        return all(f(p, value) for f in self._confirm)
-
-    def confirm_delay(self, p: Producer, delay: float) -> float:
-        for f in self._confirm_delay:
-            delay = f(p, delay)
-        return delay
-
-    def deliver(self, c: Consumer, q: Queue, m: int, attempt: int, t_disp: float) -> float:
-        for f in self._deliver:
-            t_disp = f(c, q, m, attempt, t_disp)
-        return t_disp
-
-    def delivered(
-        self, c: Consumer, q: Queue, m: int, attempt: int, t_disp: float, free0: float
-    ) -> None:
-        for f in self._delivered:
-            f(c, q, m, attempt, t_disp, free0)
-
-    def ack(self, c: Consumer, t: float) -> float:
-        for f in self._ack:
-            t = f(c, t)
-        return t
-
-    def record(self, c: Consumer, m: int, attempt: int, out: int) -> None:
-        for f in self._record:
-            f(c, m, attempt, out)
+    def confirm_time(self, p: Producer) -> float:
+        """The transit time of a confirm the broker sends ``p`` now (0 without a link's)."""
+        f = self.confirm_delay
+        return 0.0 if f is None else f(p, 0.0)

@@ -77,7 +77,7 @@ class Model:
         self.env = self.kernel.env
         self.rec = Recorder()
         self.links = Links()  # hooks on every path (emulator.sim.links), in registration order
-        self.link: Link | None = None  # ``links`` once one is registered
+        self.link: Links | None = None  # ``links`` once one is registered
         kind = s.broker.model or "amqp"
         threads = s.broker.threads
         self.costs = derive_costs(profile, kind, threads, float(s.broker.memory_limit))

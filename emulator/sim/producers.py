@@ -32,7 +32,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
-    from emulator.sim.links import Link
+    from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.recorder import Recorder
 
@@ -110,7 +110,7 @@ class Producer:
         self.t_int = 0.0
         self.channel_free = 0.0  # its channel's fan-out routing work (amqp)
         self.done = False
-        self.link: Link | None = None  # fault hooks (emulator.sim.links), set by the model
+        self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
 
     def begin(self) -> None:
         """Schedule the first send (call at time 0)."""
@@ -173,7 +173,7 @@ class Producer:
         """Publish one message intended at ``t_int`` now: its number (or what ``link.send``
         returned instead)."""
         link = self.link
-        if link is not None:
+        if link is not None and link.send is not None:
             refused = link.send(self, t_int, now)
             if refused is not None:
                 return refused
@@ -186,7 +186,7 @@ class Producer:
         b.publish(self, m, queues, self.notify, self.persistent, self.extra_a + self.extra_b * size)
         if not self.confirms:  # as the live client: "confirmed" = the send returned (ledger)
             self.confirm_record(m, now)
-        if link is not None:
+        if link is not None and link.sent is not None:
             link.sent(self, m)
         return m
 
@@ -194,7 +194,7 @@ class Producer:
         """The broker's confirm (``ev.value`` = (message, notify)) reaches the client, unless
         ``link.confirm`` takes it."""
         link = self.link
-        if link is not None and not link.confirm(self, ev.value):
+        if link is not None and link.confirm is not None and not link.confirm(self, ev.value):
             return
         self.confirmed(ev)
 

@@ -43,7 +43,8 @@ transit time (``upstream``, ``confirm_delay``, ``deliver``, ``ack``) passes thro
 turn, and an observation (``sent``, ``delivered``, ``record``) reaches every link. The fault
 timeline registers ``FaultSim`` (broker and client faults) before ``NetFaults`` (network
 toxics): the delivery a ``delivered`` hook sees has already been delayed by every ``deliver``
-hook, and a confirm that ``FaultSim`` lets through has its transit time from ``confirm_delay``.
+hook, and ``FaultSim``'s ``confirm`` gate asks ``Links.confirm_time`` (the ``confirm_delay``
+hooks) for a confirm's transit and hands a delayed confirm to ``Producer.confirmed`` itself.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Modules, in the order a message meets them:
 - ``recorder``: columnar records → the tables of ``testbed.core.records``; ``ledger``: the
   Jepsen-style totals from those tables; ``summary``: means and 95 % CIs across replications;
 - ``faults`` (+ ``faults_clients``, ``faults_net``): the scenario's fault timeline — broker
-  kill/pause/restart/alarms, client crashes, stochastic failure/repair, network toxics (§6);
+  kill/pause/restart/alarms, client crashes, stochastic failure/repair, network toxics (§6) —
+  acting through the hook points of ``links`` that producers, broker and consumers call;
 - ``costs``: a calibration profile split into the models' per-message costs (§9);
 - ``model``: assembles and runs one replication; ``runner``: many, in parallel processes.
 

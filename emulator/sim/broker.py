@@ -22,9 +22,11 @@ the level falls again (RabbitMQ memory alarm / ActiveMQ producer flow control).
   a writer and a reader wait, the next holder is "a writer" or "the reader" with equal
   probability, the writer chosen uniformly among those waiting.
 
-Fault hooks (docs/models.md §6): ``up``/``paused`` are reported in the timeseries;
-``emulator.sim.faults`` wraps ``accept`` to hold or drop arrivals while the broker is down,
-paused or alarmed, and moves queue and consumer free times past an outage.
+Fault hooks (docs/models.md §6): ``up``/``paused`` are reported in the timeseries; a
+publish passes ``link.upstream`` (its transit time) and every arrival ``link.accept`` (which
+may hold or drop it: ``emulator.sim.faults`` does while the broker is down, paused or alarmed)
+before ``route`` serves it (``emulator.sim.links``); the fault timeline moves queue and
+consumer free times past an outage.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
 from testbed.core.threads import stage_counts
 
 if TYPE_CHECKING:
+    from emulator.sim.links import Links
     from emulator.sim.queues import Queue
 
 Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
@@ -67,6 +70,7 @@ class Broker:
         self.up = True
         self.pending = 0  # message copies not yet finished (for the drain)
         self.on_discard: Callable[[Queue, int], None] | None = None  # hook: overflow losses
+        self.link: Links | None = None  # hooks on the publish path (emulator.sim.links)
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)
@@ -83,17 +87,40 @@ class Broker:
         persistent: bool,
         extra: float = 0.0,
     ) -> None:
-        """Called at the publish time; the message arrives after d (+ ``extra``)."""
+        """Called at the publish time; the message arrives after d (+ ``extra``, + the
+        link's ``upstream`` transit time)."""
+        link = self.link
+        if link is not None and link.upstream is not None:
+            extra = link.upstream(sender, m, extra)
         self.call(self.d + extra, self._arrive, (sender, m, queues, notify, persistent))
 
     def _arrive(self, ev: Any) -> None:
         sender, m, queues, notify, persistent = ev.value
-        self.accept(sender, m, queues, notify, persistent)
+        link = self.link
+        if (
+            link is None
+            or link.accept is None
+            or link.accept(sender, m, queues, notify, persistent)
+        ):
+            self.route(sender, m, queues, notify, persistent)
 
     def accept(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
-        """The message is at the broker now (also the entry for follow-up publishes)."""
+        """The message is at the broker now (the entry for follow-up publishes): routed unless
+        the link's ``accept`` holds or drops it."""
+        link = self.link
+        if (
+            link is None
+            or link.accept is None
+            or link.accept(sender, m, queues, notify, persistent)
+        ):
+            self.route(sender, m, queues, notify, persistent)
+
+    def route(
+        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
+        """Serve a message the broker accepted now: route it to its queues (the model)."""
         raise NotImplementedError
 
     def _unroutable(self, sender: Sender, m: int, notify: int) -> None:
@@ -152,7 +179,7 @@ def _resume(ev: Any) -> None:
 class AmqpBroker(Broker):
     kind = "amqp"
 
-    def accept(
+    def route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
@@ -193,7 +220,7 @@ class ThreadsBroker(Broker):
         self.dispatch = costs.dispatch.sampler(stream(seed, rep, "broker:dispatch"))
         self.zero_dispatch = costs.dispatch.mean == 0 and costs.dispatch.variance == 0
 
-    def accept(
+    def route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
@@ -264,7 +291,7 @@ class SharedLockBroker(Broker):
         self.u = uniforms(stream(seed, rep, "broker:lock-choice"))
         self.copies: dict[int, int] = {}  # fan-out copies still to be written before the confirm
 
-    def accept(
+    def route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)

@@ -27,7 +27,10 @@ the message's type publishes, with its probability, a new message from this cons
 Hooks for faults and autoscaling (§6–§8): ``epoch`` invalidates the pending callbacks of a
 crashed consumer; ``voided`` names the (message, attempt) pairs whose pending ``auto`` /
 ``after_receive`` completion died with it (no record, no follow-ups); ``stop()`` detaches it
-gracefully (it finishes and acks what it holds).
+gracefully (it finishes and acks what it holds). With a ``link`` (``emulator.sim.links``), a
+delivery passes ``link.deliver`` (its transit) before it is served and ``link.delivered``
+after, every ack or nack it schedules (``_acked``, ``_early_ack``, ``_nacked``, ``_failed``)
+passes ``link.ack``, and every settled attempt ``link.record`` (``record``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from testbed.core.visibility import dead_letters
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
+    from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.recorder import Recorder
 
@@ -115,7 +119,8 @@ class Consumer:
         self.call_at = broker.call_at
         self.sizes = broker.sizes
         self.flows = rec.m_flow
-        self.record = rec.delivery
+        self._record = rec.delivery
+        self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -133,7 +138,24 @@ class Consumer:
     # -- one delivery -----------------------------------------------------------------------
 
     def deliver(self, q: Queue, m: int, attempt: int, t_disp: float) -> None:
-        """Copy ``m`` of queue ``q`` is dispatched to this consumer at ``t_disp``."""
+        """Copy ``m`` of queue ``q`` is dispatched to this consumer at ``t_disp`` (moved by
+        ``link.deliver``; ``link.delivered`` sees it once it is served)."""
+        link = self.link
+        if link is None:
+            self._serve(q, m, attempt, t_disp, None)
+            return
+        if link.deliver is not None:
+            t_disp = link.deliver(self, q, m, attempt, t_disp)
+        free0 = self.free
+        self._serve(q, m, attempt, t_disp, link.ack)
+        if link.delivered is not None:
+            link.delivered(self, q, m, attempt, t_disp, free0)
+
+    def _serve(
+        self, q: Queue, m: int, attempt: int, t_disp: float, ack: Callable[..., float] | None
+    ) -> None:
+        """Decide everything about the delivery and schedule its callbacks (acks and nacks at
+        the time ``ack``, the link's hook, gives)."""
         size = self.sizes[m]
         d = self.d
         t = t_disp + d + q.deliver_a + self.extra_a + (q.deliver_b + self.extra_b) * size
@@ -149,10 +171,11 @@ class Consumer:
         call_at = self.call_at
         if not ok and mode == _PROCESSING and not q.in_order:
             vt = q.vt
+            t = done + d if ack is None else ack(self, done + d)
             if vt is not None:
-                call_at(done + d, self._failed, (q, m, attempt, start, start + vt, self.epoch))
+                call_at(t, self._failed, (q, m, attempt, start, start + vt, self.epoch))
             else:
-                call_at(done + d, self._nacked, (q, m, attempt, start, done, self.epoch))
+                call_at(t, self._nacked, (q, m, attempt, start, done, self.epoch))
             return
         if mode == _AUTO:
             q.remove(m, acked=False)
@@ -173,15 +196,27 @@ class Consumer:
             return
         if ack_at is None:  # failed, no visibility timeout: unacked until the channel closes
             call_at(done, self._held, (q, m, attempt, start, done))
-        elif mode == _PROCESSING:
-            call_at(ack_at, self._acked, (q, m, attempt, start, done, self.epoch))
         else:
+            if ack is not None:
+                ack_at = ack(self, ack_at)
+            if mode == _PROCESSING:
+                call_at(ack_at, self._acked, (q, m, attempt, start, done, self.epoch))
+                return
             call_at(ack_at, self._early_ack, (q, m, self.epoch))
             call_at(
                 done + d, self._finish, (q, m, attempt, start, done, _ACKED if ok else _DROPPED)
             )
 
     # -- callbacks --------------------------------------------------------------------------
+
+    def record(
+        self, m: int, queue: int, consumer: int, attempt: int, t_del: float, t_done: float, out: int
+    ) -> None:
+        """Settle one attempt: ``link.record`` sees it, then the recorder writes its row."""
+        link = self.link
+        if link is not None and link.record is not None:
+            link.record(self, m, attempt, out)
+        self._record(m, queue, consumer, attempt, t_del, t_done, out)
 
     def _acked(self, ev: Any) -> None:
         q, m, attempt, start, done, epoch = ev.value

@@ -34,6 +34,15 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
   that delay.
 - network toxics: see ``emulator.sim.faults_net``.
 
+How it reaches the model: ``FaultSim`` and its ``NetFaults`` are ``emulator.sim.links.Link``
+hook objects, registered in that order on the model (``Model.add_link``); the producers, broker
+and consumers call them where a message crosses a connection (see ``emulator.sim.links`` for
+the points and how several links compose). ``FaultSim`` gates sends (``send``/``sent``),
+arrivals at the broker (``accept``) and confirms (``confirm``, which asks the chain's
+``confirm_delay`` for the toxics' transit time), and tracks each consumer's unacked copies
+(``delivered``/``record``); ``NetFaults`` adds transit times (``upstream``, ``confirm_delay``,
+``deliver``, ``ack``).
+
 Events rows as the live run writes them: ``fault_start``/``fault_end`` (detail ``kind``,
 ``index``, ``episode``, ``scheduled``, ``params``), ``broker_down``/``broker_up``,
 ``client_down``/``client_up`` per instance. Modelled for the ``amqp`` broker model; with the
@@ -55,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 from emulator.sim.consumers import _PROCESSING, Consumer
 from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
+from emulator.sim.links import Link
 from emulator.sim.producers import Producer
 from testbed.core.availability import restart_seconds
 from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
@@ -72,13 +82,13 @@ kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s; a graceful restart for
 NAN = float("nan")
 
 
-class FaultSim(ClientFaults):
+class FaultSim(ClientFaults, Link):
     """Applies a scenario's fault timeline to one assembled ``Model`` (see module docstring)."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
         s = model.scenario
-        self.b = b = model.broker
+        self.b = model.broker
         self.kernel = model.kernel
         self.rec = model.rec
         self.restart_s = restart_seconds(s.broker.kind, model.costs.profile)
@@ -98,46 +108,37 @@ class FaultSim(ClientFaults):
         self.dead: set[Producer] = set()
         self.recent_acks: deque[tuple[float, Queue, int, int]] = deque()
         self.forget_acks = True  # a kill (not a graceful restart) forgets unsynced acks
-        self._orig_accept = b.accept
-        b.accept = self._accept  # type: ignore[method-assign]
         self.net = NetFaults(self)
-        for p in model.producers:
-            self._wrap_producer(p)
+        self.links = model.links
         for c in model.consumers:
             self.adopt(c)
+        model.add_link(self)  # broker and client faults first, then the toxics on the wire
+        model.add_link(self.net)
         self._schedule(s)
 
-    # -- wrapping ---------------------------------------------------------------------------
+    # -- consumers --------------------------------------------------------------------------
 
     def adopt(self, c: Consumer) -> None:
         """Track a consumer's deliveries (call for consumers added later, e.g. by scaling)."""
-        held: dict[int, tuple[Queue, int, float, float, float]] = {}
-        self.inflight[c] = held
-        deliver, record = c.deliver, c.record
-        net = self.net
+        self.inflight[c] = {}
 
-        def tracked_deliver(q: Queue, m: int, attempt: int, t_disp: float) -> None:
-            t_disp = net.delivery_time(c, m, t_disp)
-            free0 = c.free
-            size = c.sizes[m]
-            arrive = t_disp + c.d + q.deliver_a + c.extra_a + (q.deliver_b + c.extra_b) * size
-            arrive = max(arrive, t_disp + c.d)  # δ's table draw is not known here: its floor
-            deliver(q, m, attempt, t_disp)
-            held[m] = (q, attempt, max(arrive, free0), c.free, t_disp)
+    def delivered(
+        self, c: Consumer, q: Queue, m: int, attempt: int, t_disp: float, free0: float
+    ) -> None:
+        """Note the copy as unacked: (queue, attempt, handler start without δ's draw, done,
+        dispatch time after the toxics)."""
+        size = c.sizes[m]
+        arrive = t_disp + c.d + q.deliver_a + c.extra_a + (q.deliver_b + c.extra_b) * size
+        arrive = max(arrive, t_disp + c.d)  # δ's table draw is not known here: its floor
+        self.inflight[c][m] = (q, attempt, max(arrive, free0), c.free, t_disp)
 
-        def tracked_record(
-            msg: int, queue: int, consumer: int, attempt: int, t_del: float, t_done: float, out: int
-        ) -> None:
-            entry = held.pop(msg, None)
-            if out == _ACKED and entry is not None and c.ack == _PROCESSING:
-                q = entry[0]
-                if q.durable and msg in self.persistent:
-                    self._remember_ack(q, msg, attempt)
-            record(msg, queue, consumer, attempt, t_del, t_done, out)
-
-        c.deliver = tracked_deliver  # type: ignore[method-assign]
-        c.record = tracked_record
-        net.wrap_consumer(c)
+    def record(self, c: Consumer, m: int, attempt: int, out: int) -> None:
+        """The copy is settled; an ack of a persistent copy may be forgotten by a kill."""
+        entry = self.inflight[c].pop(m, None)
+        if out == _ACKED and entry is not None and c.ack == _PROCESSING:
+            q = entry[0]
+            if q.durable and m in self.persistent:
+                self._remember_ack(q, m, attempt)
 
     def _remember_ack(self, q: Queue, m: int, attempt: int) -> None:
         """An ack of a persistent copy reached the broker now: a kill within ``ACK_SYNC_S``
@@ -147,69 +148,69 @@ class FaultSim(ClientFaults):
         while acks and acks[0][0] < now - ACK_SYNC_S:
             acks.popleft()
 
-    def _wrap_producer(self, p: Producer) -> None:
-        publish, confirm = p._publish, p.on_confirm
-        rec_new = self.rec.new_message
+    # -- producers --------------------------------------------------------------------------
 
-        def guarded_publish(t_int: float, now: float) -> int:
-            if p in self.dead:
-                if p.notify:
-                    p._finish()
-                return -1
-            if now < self.down_until.get(p, -1.0):
-                if p.closed:  # a closed loop retries after reconnecting, recording nothing
-                    if p.notify:
-                        p.call_at(self.down_until[p], confirm, (-1, 0))
-                    return -1
-                m = rec_new(p.flow, p.dest, p.idx, p.size(), t_int, NAN)
-                p.sent += 1
-                if p.notify:
-                    p.call(0.0, confirm, (m, 0))
-                return m
-            m = publish(t_int, now)
+    def send(self, p: Producer, t_int: float, now: float) -> int | None:
+        """A crashed producer sends nothing; one cut off records the send as missed."""
+        if p in self.dead:
             if p.notify:
-                self.awaiting[p] = m
+                p._finish()
+            return -1
+        if now < self.down_until.get(p, -1.0):
+            if p.closed:  # a closed loop retries after reconnecting, recording nothing
+                if p.notify:
+                    p.call_at(self.down_until[p], p.confirmed, (-1, 0))
+                return -1
+            m = self.rec.new_message(p.flow, p.dest, p.idx, p.size(), t_int, NAN)
+            p.sent += 1
+            if p.notify:
+                p.call(0.0, p.confirmed, (m, 0))
             return m
+        return None
 
-        def guarded_confirm(ev: Any) -> None:
-            m, notify = ev.value
-            if notify == 0:
-                confirm(ev)
-                return
-            if self.awaiting.get(p) != m:
-                return  # voided: the connection it was published on is gone
-            if self.paused:
-                self.held_confirms.append((p, ev.value))
-                return
-            delay = self.net.confirm_delay(p)
-            if delay > 0:
-                p.call(delay, self._late_confirm, (p, ev.value))
-                return
-            del self.awaiting[p]
-            confirm(ev)
+    def sent(self, p: Producer, m: int) -> None:
+        if p.notify:
+            self.awaiting[p] = m
 
-        p._publish = guarded_publish  # type: ignore[method-assign]
-        p.on_confirm = guarded_confirm  # type: ignore[method-assign]
-        self.net.wrap_producer(p)
+    def confirm(self, p: Producer, value: tuple[int, int]) -> bool:
+        """Void a confirm of a connection that is gone, hold it while the broker is paused,
+        delay it by the toxics' transit (``confirm_delay`` of the chain)."""
+        m, notify = value
+        if notify == 0:
+            return True
+        if self.awaiting.get(p) != m:
+            return False  # voided: the connection it was published on is gone
+        if self.paused:
+            self.held_confirms.append((p, value))
+            return False
+        delay = self.links.confirm_time(p)
+        if delay > 0:
+            p.call(delay, self._late_confirm, (p, value))
+            return False
+        del self.awaiting[p]
+        return True
 
     def _late_confirm(self, ev: Any) -> None:
         p, value = ev.value
         if self.awaiting.get(p) == value[0]:
             del self.awaiting[p]
-            p.call(0.0, type(p).on_confirm.__get__(p), value)
+            p.call(0.0, p.confirmed, value)
 
-    def _accept(
+    # -- broker -----------------------------------------------------------------------------
+
+    def accept(
         self, sender: Any, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
-    ) -> None:
+    ) -> bool:
+        """Lose a publish in flight to a killed broker; hold one while paused or alarmed."""
         if persistent:
             self.persistent.add(m)
         if self.killed:
             self.b.pending -= 1  # lost in flight: the connection is gone
-            return
+            return False
         if self.paused or self.alarms:
             self.held.append((sender, m, queues, notify, persistent))
-            return
-        self._orig_accept(sender, m, queues, notify, persistent)
+            return False
+        return True
 
     # -- schedule ---------------------------------------------------------------------------
 
@@ -354,7 +355,7 @@ class FaultSim(ClientFaults):
             return
         held, self.held = self.held, []
         for args in held:
-            self._orig_accept(*args)
+            self.b.route(*args)
 
 
 def install_faults(model: Model) -> FaultSim | None:

@@ -150,7 +150,7 @@ class ClientFaults:
         self.down_until[p] = until
         m = self.awaiting.pop(p, None)
         if m is not None:  # stays unconfirmed; the loop goes on (sends missed until `until`)
-            p.call(0.0, type(p).on_confirm.__get__(p), (m, 0))
+            p.call(0.0, p.confirmed, (m, 0))
         if until < math.inf:
             if crash is None:
                 self.event("client_down", p.name, {"error": "connection lost"})

@@ -21,6 +21,11 @@ consumers  ack / nack: client → broker                 delivery: broker → cl
   consumers' unacked copies are requeued, clients reconnect with the live backoff once the link
   accepts connections again.
 - ``slow_close``, ``slicer``: no effect a model at this level sees (noted in the event detail).
+
+``NetFaults`` is the ``emulator.sim.links.Link`` registered after ``FaultSim``: it adds the
+toxics' transit time where a path sends bytes — ``upstream`` (publish), ``confirm_delay``
+(publisher confirm, asked by ``FaultSim.confirm``), ``deliver`` (delivery) and ``ack`` (acks
+and nacks) — and passes everything through unchanged while no toxic was scheduled.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ __all__ = ["NetFaults"]
 
 from typing import TYPE_CHECKING, Any
 
-from emulator.sim.consumers import Consumer
 from emulator.sim.faults_clients import reconnect_at
+from emulator.sim.links import Link
 from emulator.sim.producers import Producer
 from testbed.core.faultplan import episode_detail
 
 if TYPE_CHECKING:
+    from emulator.sim.consumers import Consumer
     from emulator.sim.faults import FaultSim
+    from emulator.sim.queues import Queue
 
 SIDES = {
     "producers": ("producers",),
@@ -47,14 +54,13 @@ STREAMS = {
     "downstream": ("downstream",),
     "both": ("upstream", "downstream"),
 }
-_ACK_CALLBACKS = {Consumer._acked, Consumer._early_ack, Consumer._nacked, Consumer._failed}
 _DELAYS = ("latency", "loss")
 _HOLDS = ("timeout",)
 _RESETS = ("reset_peer", "limit_data")
 _INERT = ("slow_close", "slicer")
 
 
-class NetFaults:
+class NetFaults(Link):
     """Precomputed toxic intervals per (side, stream), applied where a path sends bytes."""
 
     def __init__(self, fs: FaultSim) -> None:
@@ -64,9 +70,6 @@ class NetFaults:
         self.rates: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         self.link_free: dict[tuple[int, str], float] = {}
         self.active = False
-        b = fs.b
-        self._orig_publish = b.publish
-        b.publish = self._publish  # type: ignore[method-assign]
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -150,44 +153,32 @@ class NetFaults:
                 self.link_free[lk] = t
         return t
 
-    def _publish(
-        self,
-        sender: Any,
-        m: int,
-        queues: Any,
-        notify: int,
-        persistent: bool,
-        extra: float = 0.0,
-    ) -> None:
+    # -- hooks (emulator.sim.links) ---------------------------------------------------------
+
+    def upstream(self, sender: Any, m: int, extra: float) -> float:
+        """A producer's publish crosses the producers' upstream link."""
         if self.active and isinstance(sender, Producer):
             now = self.fs.kernel.now
             size = self.fs.b.sizes[m]
             extra += self.arrival(("producers", "upstream"), now, sender.idx, size) - now
-        self._orig_publish(sender, m, queues, notify, persistent, extra)
+        return extra
 
-    def confirm_delay(self, p: Producer) -> float:
+    def confirm_delay(self, p: Producer, delay: float) -> float:
+        """A confirm crosses the producers' downstream link."""
         if not self.active:
-            return 0.0
+            return delay
         sent = self.fs.kernel.now - self.fs.b.d
-        return self.arrival(("producers", "downstream"), sent) - sent
+        return delay + (self.arrival(("producers", "downstream"), sent) - sent)
 
-    def delivery_time(self, c: Consumer, m: int, t_disp: float) -> float:
+    def deliver(self, c: Consumer, q: Queue, m: int, attempt: int, t_disp: float) -> float:
+        """A delivery crosses the consumers' downstream link."""
         if not self.active:
             return t_disp
         return self.arrival(("consumers", "downstream"), t_disp, c.idx, c.sizes[m])
 
-    def wrap_producer(self, p: Producer) -> None:
-        return None  # publishes go through the broker's publish (wrapped in __init__)
-
-    def wrap_consumer(self, c: Consumer) -> None:
+    def ack(self, c: Consumer, t: float) -> float:
         """Acks (and nacks) reach the broker through the consumers' upstream link."""
-        call_at = c.call_at
+        if not self.active:
+            return t
         d = c.d
-        key = ("consumers", "upstream")
-
-        def ack_call_at(t: float, fn: Any, value: Any = None) -> None:
-            if self.active and getattr(fn, "__func__", None) in _ACK_CALLBACKS:
-                t = self.arrival(key, t - d) + d
-            call_at(t, fn, value)
-
-        c.call_at = ack_call_at
+        return self.arrival(("consumers", "upstream"), t - d) + d

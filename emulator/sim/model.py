@@ -10,7 +10,9 @@ on until every published copy is finished or ``drain_timeout`` has passed. The p
 written to ``events`` as rows of kind ``phase`` (detail ``{"phase": ...}``), as the live run
 does; warm-up rows are kept. The timeseries sampler is an ordinary SimPy process, and so are
 the autoscaling controllers: ``add_process`` starts one, ``observe`` gives a controller the
-per-queue figures a live control loop reads (docs/models.md §7–§8).
+per-queue figures a live control loop reads (docs/models.md §7–§8). Fault models reach the
+producers, broker and consumers through the hook points of ``emulator.sim.links``: ``add_link``
+registers one (the fault timeline registers its own), and they see every event in that order.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
 from emulator.sim.faults import install_faults
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
+from emulator.sim.links import Link, Links
 from emulator.sim.paths import queue_traffic, total_rate
 from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
@@ -73,6 +76,8 @@ class Model:
         self.kernel = Kernel()
         self.env = self.kernel.env
         self.rec = Recorder()
+        self.links = Links()  # hooks on every path (emulator.sim.links), in registration order
+        self.link: Links | None = None  # ``links`` once one is registered
         kind = s.broker.model or "amqp"
         threads = s.broker.threads
         self.costs = derive_costs(profile, kind, threads, float(s.broker.memory_limit))
@@ -102,6 +107,17 @@ class Model:
         self.autoscalers = attach_autoscalers(self)
 
     # -- construction -----------------------------------------------------------------------
+
+    def add_link(self, link: Link) -> None:
+        """Register ``link`` on the broker, every producer and every consumer (also those made
+        later), after the links already registered."""
+        self.links.add(link)
+        self.link = self.links
+        self.broker.link = self.links
+        for p in self.producers:
+            p.link = self.links
+        for c in self.consumers:
+            c.link = self.links
 
     def _stream(self, name: str) -> Any:
         return stream(self.seed, self.replication, name)
@@ -256,7 +272,7 @@ class Model:
             )
             for j, f in enumerate(spec.follow_ups)
         ]
-        return Consumer(
+        c = Consumer(
             name,
             self.rec.name(name),
             self.broker,
@@ -272,6 +288,8 @@ class Model:
             extra_a=pre[0],
             extra_b=pre[1],
         )
+        c.link = self.link
+        return c
 
     def _hold(self, base: str, batch: int) -> Any:
         """The consumer's client time after its service: the measured hold table when the

@@ -14,6 +14,10 @@ thinks again (the machine-repairman shape of §5's MVA).
 
 Every instance has its own random streams (arrivals, sizes, routing-key choice), so adding a
 producer never shifts the others.
+
+Fault hooks (``emulator.sim.links``): ``_publish`` asks ``link.send`` first (a producer cut off
+publishes nothing) and tells ``link.sent`` after; the broker's confirm enters at ``on_confirm``,
+which ``link.confirm`` may void, hold or delay; ``confirmed`` is the confirm itself.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
+    from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.recorder import Recorder
 
@@ -105,6 +110,7 @@ class Producer:
         self.t_int = 0.0
         self.channel_free = 0.0  # its channel's fan-out routing work (amqp)
         self.done = False
+        self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
 
     def begin(self) -> None:
         """Schedule the first send (call at time 0)."""
@@ -164,6 +170,13 @@ class Producer:
     # -- both -------------------------------------------------------------------------------
 
     def _publish(self, t_int: float, now: float) -> int:
+        """Publish one message intended at ``t_int`` now: its number (or what ``link.send``
+        returned instead)."""
+        link = self.link
+        if link is not None and link.send is not None:
+            refused = link.send(self, t_int, now)
+            if refused is not None:
+                return refused
         size = self.size()
         queues = self.routes[self.pick()] if self.pick is not None else self.routes[0]
         m = self.new(self.flow, self.dest, self.idx, size, t_int, now)
@@ -173,9 +186,20 @@ class Producer:
         b.publish(self, m, queues, self.notify, self.persistent, self.extra_a + self.extra_b * size)
         if not self.confirms:  # as the live client: "confirmed" = the send returned (ledger)
             self.confirm_record(m, now)
+        if link is not None and link.sent is not None:
+            link.sent(self, m)
         return m
 
     def on_confirm(self, ev: Any) -> None:
+        """The broker's confirm (``ev.value`` = (message, notify)) reaches the client, unless
+        ``link.confirm`` takes it."""
+        link = self.link
+        if link is not None and link.confirm is not None and not link.confirm(self, ev.value):
+            return
+        self.confirmed(ev)
+
+    def confirmed(self, ev: Any) -> None:
+        """The confirm is in: record it (notify 1) and go on publishing."""
         m, notify = ev.value
         now = self.env.now
         if notify == 1:

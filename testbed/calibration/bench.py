@@ -526,73 +526,94 @@ def pipe_throughput(
     manual ack); the pipe's per-message time is an upper bound of the queue's service time
     (producer, consumer and broker share the machine)."""
     spec = StreamSpec(tag, "pipe", "burst", size, 1.0, 0.0, 1.0, repeat)
-    decls = spec.declarations()
-    errors: list[str] = []
-    state: dict[str, Any] = {"sent": 0, "first": None, "last": None, "recv": 0, "done": False}
-    ready = threading.Event()
-    local = threading.Event()
-
-    def produce() -> None:
-        adapter: BrokerAdapter | None = None
-        try:
-            adapter = _connect(endpoint, decls)
-            prod = adapter.producer(spec.destination(), persistent=True)
-            body = payload(size)
-            end = time.monotonic() + time_cap
-            state["first"] = time.monotonic()
-            for i in range(n):
-                if local.is_set() or time.monotonic() > end:
-                    break
-                prod.publish(body, msg_id=f"{tag}:{i}")
-                state["sent"] = i + 1
-        except Exception as e:
-            errors.append(f"pipe producer: {e!r}")
-        finally:
-            state["done"] = True
-            if adapter is not None:
-                adapter.close()
-
-    def consume() -> None:
-        adapter: BrokerAdapter | None = None
-        try:
-            adapter = _connect(endpoint, decls)
-            c = adapter.consumer(spec.queues()[0], prefetch=100, ack_mode="manual")
-            ready.set()
-            deadline: float | None = None
-            while not local.is_set():
-                for d in c.drain(0.05):
-                    d.ack()
-                    state["recv"] += 1
-                    state["last"] = time.monotonic()
-                if state["done"]:
-                    if state["recv"] >= state["sent"]:
-                        break
-                    deadline = deadline or time.monotonic() + 30.0
-                    if time.monotonic() > deadline:
-                        errors.append("pipe consumer: not all delivered within 30 s")
-                        break
-        except Exception as e:
-            errors.append(f"pipe consumer: {e!r}")
-        finally:
-            ready.set()
-            if adapter is not None:
-                adapter.close()
-
-    tc = _thread(consume, name=f"cal-pipe-consume-{tag}")
-    ready.wait(SETUP_TIMEOUT)
-    tp = _thread(produce, name=f"cal-pipe-produce-{tag}")
+    burst = _Burst()
+    tc = _thread(_pipe_consume, endpoint, spec, burst, name=f"cal-pipe-consume-{tag}")
+    burst.ready.wait(SETUP_TIMEOUT)
+    tp = _thread(_pipe_produce, endpoint, spec, n, time_cap, burst, name=f"cal-pipe-produce-{tag}")
     limit = time.monotonic() + time_cap + 45.0
     for t in (tp, tc):
         while t.is_alive() and time.monotonic() < limit and not abort.is_set():
             t.join(0.5)
-    local.set()
+    burst.stop.set()
     tp.join(5.0)
     tc.join(5.0)
     delete_topology(endpoint, spec.queues(), [spec.exchange])
-    first, last, recv = state["first"], state["last"], int(state["recv"])
+    first, last, recv = burst.first, burst.last, burst.recv
     seconds = (last - first) if first is not None and last is not None else math.nan
     per = seconds / recv if recv and seconds == seconds else math.nan
-    return PipeProbe(size, repeat, int(state["sent"]), recv, seconds, per, tuple(errors))
+    return PipeProbe(size, repeat, burst.sent, recv, seconds, per, tuple(burst.errors))
+
+
+@dataclass
+class _Burst:
+    """What the producer and consumer thread of one pipe burst share (GIL-safe updates)."""
+
+    sent: int = 0
+    recv: int = 0
+    first: float | None = None
+    """Monotonic time of the first publish."""
+    last: float | None = None
+    """Monotonic time of the last delivery."""
+    done: bool = False
+    """The producer has stopped publishing."""
+    errors: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    """The consumer is subscribed (or has given up)."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Both threads stop: the burst is over or abandoned."""
+
+
+def _pipe_produce(
+    endpoint: BrokerEndpoint, spec: StreamSpec, n: int, time_cap: float, burst: _Burst
+) -> None:
+    """The burst's producer thread: up to `n` publishes back to back, at most `time_cap` s."""
+    adapter: BrokerAdapter | None = None
+    try:
+        adapter = _connect(endpoint, spec.declarations())
+        prod = adapter.producer(spec.destination(), persistent=True)
+        body = payload(spec.size)
+        end = time.monotonic() + time_cap
+        burst.first = time.monotonic()
+        for i in range(n):
+            if burst.stop.is_set() or time.monotonic() > end:
+                break
+            prod.publish(body, msg_id=f"{spec.tag}:{i}")
+            burst.sent = i + 1
+    except Exception as e:
+        burst.errors.append(f"pipe producer: {e!r}")
+    finally:
+        burst.done = True
+        if adapter is not None:
+            adapter.close()
+
+
+def _pipe_consume(endpoint: BrokerEndpoint, spec: StreamSpec, burst: _Burst) -> None:
+    """The burst's consumer thread: ack everything until the producer is done and all it
+    sent has arrived, or 30 s after it is done."""
+    adapter: BrokerAdapter | None = None
+    try:
+        adapter = _connect(endpoint, spec.declarations())
+        c = adapter.consumer(spec.queues()[0], prefetch=100, ack_mode="manual")
+        burst.ready.set()
+        deadline: float | None = None
+        while not burst.stop.is_set():
+            for d in c.drain(0.05):
+                d.ack()
+                burst.recv += 1
+                burst.last = time.monotonic()
+            if burst.done:
+                if burst.recv >= burst.sent:
+                    break
+                deadline = deadline or time.monotonic() + 30.0
+                if time.monotonic() > deadline:
+                    burst.errors.append("pipe consumer: not all delivered within 30 s")
+                    break
+    except Exception as e:
+        burst.errors.append(f"pipe consumer: {e!r}")
+    finally:
+        burst.ready.set()
+        if adapter is not None:
+            adapter.close()
 
 
 # --- memory per queued message ------------------------------------------------------------------

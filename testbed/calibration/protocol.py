@@ -45,6 +45,7 @@ from testbed.calibration.bench import (
     point_stats,
     run_group,
 )
+from testbed.calibration.progress import Reporter, hms
 
 SIZES: tuple[int, ...] = (100, 1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES: tuple[int, ...] = (100, 10_000, 100_000)
@@ -148,88 +149,6 @@ class CalibrationData:
     load_end: tuple[float, ...] = ()
     network: dict[str, Any] | None = None
     """The sidecar's network record when re-derived from a sidecar (else built from rtts)."""
-
-
-# --- progress -------------------------------------------------------------------------------------
-
-
-class Reporter:
-    """Step progress with an ETA. Lines go to `sink` when given (the CLI's printer); otherwise
-    a rich progress bar on stderr (a plain line printer when stderr is not a terminal)."""
-
-    def __init__(self, total: float, steps: int, sink: Callable[[str], None] | None) -> None:
-        self.total = total
-        self.steps = steps
-        self.sink = sink
-        self.done_planned = 0.0
-        self.k = 0
-        self.t0 = time.monotonic()
-        self._bar: Any = None
-        self._task: Any = None
-        if sink is None:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            if console.is_terminal:
-                from rich.progress import (
-                    BarColumn,
-                    Progress,
-                    TaskProgressColumn,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
-
-                self._bar = Progress(
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    TaskProgressColumn(),
-                    TimeElapsedColumn(),
-                    TextColumn("ETA"),
-                    TimeRemainingColumn(),
-                    console=console,
-                )
-                self._task = self._bar.add_task("calibration", total=total)
-                self._bar.start()
-            else:
-                self.sink = lambda line: console.print(line, markup=False, highlight=False)
-
-    def eta(self) -> float:
-        left = self.total - self.done_planned
-        if self.done_planned < 0.1 * self.total:
-            return left
-        return left * (time.monotonic() - self.t0) / self.done_planned
-
-    def line(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.console.print(text, markup=False, highlight=False)
-        elif self.sink is not None:
-            self.sink(text)
-
-    def start(self, label: str) -> None:
-        self.k += 1
-        elapsed = time.monotonic() - self.t0
-        msg = f"[{self.k}/{self.steps}] {label}"
-        if self._bar is not None:
-            self._bar.update(self._task, description=msg)
-        else:
-            self.line(f"{msg}  (elapsed {_hms(elapsed)}, ETA {_hms(self.eta())})")
-
-    def finish(self, planned: float) -> None:
-        self.done_planned += planned
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.done_planned)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
-def _hms(seconds: float) -> str:
-    s = max(0, int(round(seconds)))
-    return (
-        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    )
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -437,7 +356,7 @@ def run_protocol(
     rep = Reporter(total, len(steps), progress)
     rep.line(
         f"calibrating {endpoint.kind} {version} at {endpoint.host}:{endpoint.port}: "
-        f"{len(steps)} steps, planned {_hms(total)}; {protocol.describe()}"
+        f"{len(steps)} steps, planned {hms(total)}; {protocol.describe()}"
     )
     t0 = time.monotonic()
     try:
@@ -457,5 +376,5 @@ def run_protocol(
     data.wall_seconds = time.monotonic() - t0
     data.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data.load_end = _loadavg()
-    rep.line(f"calibration measured in {_hms(data.wall_seconds)}")
+    rep.line(f"calibration measured in {hms(data.wall_seconds)}")
     return data

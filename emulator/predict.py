@@ -174,47 +174,47 @@ def predict(
     }
     t0 = time.perf_counter()
     if method == "analytic":
-        figures = analytic_figures(s, prof)  # refuses before anything is written
-        out.mkdir(parents=True, exist_ok=True)
-        body = summarize([figures])
-        summary = {
-            **header,
-            "replications": 1,
-            "window": {"start": float(s.warmup), "end": float(s.duration)},
-            **body,
-            "wall_s": time.perf_counter() - t0,
-        }
-        path = _write_json(out / "summary.json", summary)
-        return PredictionResult(
-            out, method, 1, summary, files={"summary": path}, wall_s=summary["wall_s"]
-        )
+        return _predict_analytic(s, prof, out, header, t0)
+    return _simulate(s, prof, n, out, header, t0, processes=processes, progress=progress)
 
-    def report(res: ReplicationResult) -> None:
-        if progress:
-            progress(
-                f"replication {res.replication}: {res.messages} messages, "
-                f"{res.wall_s:.1f}s wall ({res.messages / max(res.wall_s, 1e-9):,.0f} msg/s)"
-            )
 
+def _predict_analytic(
+    s: Scenario, prof: Profile, out: Path, header: dict[str, Any], t0: float
+) -> PredictionResult:
+    """The closed forms' steady-state means as ``summary.json``, the only file written."""
+    figures = analytic_figures(s, prof)  # refuses before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    body = summarize([figures])
+    summary = {
+        **header,
+        "replications": 1,
+        "window": {"start": float(s.warmup), "end": float(s.duration)},
+        **body,
+        "wall_s": time.perf_counter() - t0,
+    }
+    path = _write_json(out / "summary.json", summary)
+    return PredictionResult(
+        out, "analytic", 1, summary, files={"summary": path}, wall_s=summary["wall_s"]
+    )
+
+
+def _simulate(
+    s: Scenario,
+    prof: Profile,
+    n: int,
+    out: Path,
+    header: dict[str, Any],
+    t0: float,
+    *,
+    processes: int | None,
+    progress: Callable[[str], None] | None,
+) -> PredictionResult:
+    """Run `n` replications of the SimPy model and write their records, ledgers and summary."""
     out.mkdir(parents=True, exist_ok=True)
     spool = out / ".stream"  # the replications' part files, merged below
     shutil.rmtree(spool, ignore_errors=True)
-    try:
-        results = run_replications(
-            s, prof, n, spool, _processes(s, n, processes), report, say=progress
-        )
-    except BrokenProcessPool as e:
-        raise PredictionError(
-            "a replication worker process died; a script that calls predict() with several "
-            "processes must guard its entry point with `if __name__ == '__main__':` (workers "
-            "are spawned), or pass processes=1"
-        ) from e
-    files = {
-        name: merge_parts([r.parts[name] for r in results], out / f"{name}.parquet", name)
-        for name in ("messages", "deliveries")
-    }
-    for name in ("timeseries", "events"):
-        files[name] = write_table(out, name, pa.concat_tables([r.small[name] for r in results]))
+    results = _run(s, prof, n, spool, processes, progress)
+    files = _write_records(out, results)
     shutil.rmtree(spool, ignore_errors=True)
     ledgers = [r.ledger for r in results]
     files["ledger"] = write_ledgers(out, ledgers)
@@ -231,7 +231,7 @@ def predict(
     files["summary"] = _write_json(out / "summary.json", summary)
     return PredictionResult(
         out,
-        method,
+        "simulate",
         n,
         summary,
         ledgers=ledgers,
@@ -239,6 +239,48 @@ def predict(
         messages=summary["messages"],
         wall_s=summary["wall_s"],
     )
+
+
+def _run(
+    s: Scenario,
+    prof: Profile,
+    n: int,
+    spool: Path,
+    processes: int | None,
+    progress: Callable[[str], None] | None,
+) -> list[ReplicationResult]:
+    """The replications, their part files spooled under `spool`; a dead worker process
+    becomes a `PredictionError` that says how to avoid it."""
+
+    def report(res: ReplicationResult) -> None:
+        if progress:
+            progress(
+                f"replication {res.replication}: {res.messages} messages, "
+                f"{res.wall_s:.1f}s wall ({res.messages / max(res.wall_s, 1e-9):,.0f} msg/s)"
+            )
+
+    try:
+        return run_replications(
+            s, prof, n, spool, _processes(s, n, processes), report, say=progress
+        )
+    except BrokenProcessPool as e:
+        raise PredictionError(
+            "a replication worker process died; a script that calls predict() with several "
+            "processes must guard its entry point with `if __name__ == '__main__':` (workers "
+            "are spawned), or pass processes=1"
+        ) from e
+
+
+def _write_records(out: Path, results: list[ReplicationResult]) -> dict[str, Path]:
+    """All replications' records as one Parquet file per record kind: the large ones merged
+    from the spooled parts, the small ones concatenated in memory."""
+    files = {
+        name: merge_parts([r.parts[name] for r in results], out / f"{name}.parquet", name)
+        for name in ("messages", "deliveries")
+    }
+    for name in ("timeseries", "events"):
+        files[name] = write_table(out, name, pa.concat_tables([r.small[name] for r in results]))
+    return files
 
 
 def _processes(s: Scenario, n: int, processes: int | None) -> int:

@@ -56,6 +56,7 @@ from testbed.analysis.readers import (
 )
 from testbed.analysis.summary import SummaryInputs, build_summary
 from testbed.analysis.windows import window_metrics
+from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.exceptions import ConfigurationError
 
@@ -197,6 +198,22 @@ def _restart_used(predicted_summary: dict[str, Any] | None) -> float | None:
     return float(value) if value is not None else None
 
 
+@dataclass(frozen=True)
+class _Collected:
+    """The small frames the Spark side hands to the driver (`_collect`)."""
+
+    bounds: pd.DataFrame
+    """Per (source, replication): the load window (``load_start``, ``load_end``)."""
+    windows: pd.DataFrame
+    cdf: pd.DataFrame
+    ks: pd.DataFrame
+    histogram_measured: pd.DataFrame
+    metrics: pd.DataFrame
+    scores: pd.DataFrame
+    per_type: pd.DataFrame
+    events: pd.DataFrame
+
+
 def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
     """Correlate one run's measured and predicted records; write ``analysis/``."""
     run_dir = Path(run_dir)
@@ -205,7 +222,41 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
     scenario = load_scenario(run_dir / "scenario.yaml")
     window_s = float(scenario.recording.window)
     frames = read_run(spark, run_dir)
+    got = _collect(spark, frames, scenario, window_s)
+    summary, has_prediction = _summarise(run_dir, frames, scenario, window_s, got)
 
+    out = run_dir / "analysis"
+    out.mkdir(exist_ok=True)
+    files = {
+        "windows": _write_parquet(got.windows, out / "windows.parquet"),
+        "summary": _write_json(summary, out / "summary.json"),
+        "latency_cdf": _write_parquet(got.cdf, out / "latency_cdf.parquet"),
+        "latency_by_type": _write_parquet(got.per_type, out / "latency_by_type.parquet"),
+    }
+    environment = read_json(run_dir / "environment.json")
+    return RunAnalysis(
+        run_dir=run_dir,
+        run_id=frames.run_id,
+        scenario_name=scenario.name,
+        scenario_yaml=(run_dir / "scenario.yaml").read_text(encoding="utf-8"),
+        environment=environment,
+        summary=summary,
+        windows=got.windows,
+        cdf=got.cdf,
+        per_type=got.per_type,
+        events=got.events,
+        has_prediction=has_prediction,
+        files=files,
+    )
+
+
+def _collect(
+    spark: SparkSession, frames: RunFrames, scenario: Scenario, window_s: float
+) -> _Collected:
+    """All the Spark work of the job: load windows, per-window frame, latency CDFs and
+    histogram, per-replication metrics, window scores, per-type latency and events, each
+    collected to the driver. The order of the collections and what is checkpointed decide
+    how often Spark recomputes a frame: keep them."""
     keys = frames.events.select(*KEYS).unionByName(frames.timeseries.select(*KEYS))
     bounds_pd = _local(phase_bounds(frames.events, keys, scenario.warmup, scenario.duration))
     load = LoadWindows.from_rows(
@@ -226,7 +277,26 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
     scores_pd = _local(window_scores(pair_windows(windows)))
     per_type_pd = _local(_per_type(frames, metrics, load, layout))
     events_pd = _local(frames.events.where(F.col("kind") != "phase").orderBy("t"))
+    return _Collected(
+        bounds=bounds_pd,
+        windows=windows_pd,
+        cdf=cdf_pd,
+        ks=ks_pd,
+        histogram_measured=hist_measured,
+        metrics=metrics_pd,
+        scores=scores_pd,
+        per_type=per_type_pd,
+        events=events_pd,
+    )
 
+
+def _summarise(
+    run_dir: Path, frames: RunFrames, scenario: Scenario, window_s: float, got: _Collected
+) -> tuple[dict[str, Any], bool]:
+    """The verdict (`build_summary`) with the prediction's summary and both sides' ledgers
+    read from the run directory, plus the QoS loss table; and whether the run has a
+    prediction at all."""
+    bounds_pd = got.bounds
     predicted_dir = run_dir / "predicted"
     predicted_summary = read_json(predicted_dir / "summary.json")
     has_prediction = "predicted" in frames.sides or bool(
@@ -242,16 +312,16 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
         scenario=scenario.name,
         targets=scenario.accuracy.model_dump(),
         window_s=window_s,
-        metrics=metrics_pd,
-        windows=windows_pd[windows_pd.source == "measured"],
-        histogram=hist_measured,
+        metrics=got.metrics,
+        windows=got.windows[got.windows.source == "measured"],
+        histogram=got.histogram_measured,
         ledgers=ledgers,
         ledger_files={
             "measured": read_json(run_dir / "measured" / "ledger.json"),
             "predicted": read_json(predicted_dir / "ledger.json"),
         },
-        scores=scores_pd,
-        ks=ks_pd,
+        scores=got.scores,
+        ks=got.ks,
         has_prediction=has_prediction,
         overload=scenario.overload,
         predicted_summary=None if "predicted" in frames.sides else predicted_summary,
@@ -265,32 +335,9 @@ def analyse_run(spark: SparkSession, run_dir: Path) -> RunAnalysis:
         },
     )
     summary = build_summary(inputs)
-    qos = loss_table(scenario, ledgers, events_pd, _restart_used(predicted_summary))
+    qos = loss_table(scenario, ledgers, got.events, _restart_used(predicted_summary))
     if qos is not None:
         summary["qos_loss"] = qos
     if not reps["predicted"] and has_prediction:
         summary["predicted_replications"] = (predicted_summary or {}).get("replications")
-
-    out = run_dir / "analysis"
-    out.mkdir(exist_ok=True)
-    files = {
-        "windows": _write_parquet(windows_pd, out / "windows.parquet"),
-        "summary": _write_json(summary, out / "summary.json"),
-        "latency_cdf": _write_parquet(cdf_pd, out / "latency_cdf.parquet"),
-        "latency_by_type": _write_parquet(per_type_pd, out / "latency_by_type.parquet"),
-    }
-    environment = read_json(run_dir / "environment.json")
-    return RunAnalysis(
-        run_dir=run_dir,
-        run_id=frames.run_id,
-        scenario_name=scenario.name,
-        scenario_yaml=(run_dir / "scenario.yaml").read_text(encoding="utf-8"),
-        environment=environment,
-        summary=summary,
-        windows=windows_pd,
-        cdf=cdf_pd,
-        per_type=per_type_pd,
-        events=events_pd,
-        has_prediction=has_prediction,
-        files=files,
-    )
+    return summary, has_prediction

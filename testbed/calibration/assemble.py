@@ -553,14 +553,46 @@ def write_outputs(
     from a sidecar (`testbed.calibration.reassemble`), the command that did that.
     """
     asm = assemble(data, host=host, date=data.started[:10] or None)
-    p = data.protocol
-    kind_name = KINDS[data.kind].title if data.kind in KINDS else data.kind
-    load = (
+    load = _load_text(data)
+    header = _header(data, out_path, command, derived_by, load)
+    notes = " ".join(
+        [
+            f"Measured by calibration on {socket.gethostname()}: {data.protocol.describe()}.",
+            f"{load[0].upper()}{load[1:]}; the machine was shared with concurrent work, so the "
+            "numbers are noisy.",
+            *asm.notes,
+            "memory.high_watermark is not measured.",
+        ]
+    )
+    asm.profile["notes"] = notes
+    Profile.model_validate(asm.profile)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(render_yaml(asm, header, notes), encoding="utf-8")
+    prof = load_profile(out_path)
+    side = _sidecar(data, asm, command, derived_by)
+    sidecar_path(out_path).write_text(
+        json.dumps(_clean(side), indent=1, default=_json_default) + "\n", encoding="utf-8"
+    )
+    return prof
+
+
+def _load_text(data: CalibrationData) -> str:
+    """The machine's load average at the start and end of the measurement, as prose."""
+    return (
         f"load average {'/'.join(map(str, data.load_start))} at start, "
         f"{'/'.join(map(str, data.load_end))} at end"
         if data.load_start
         else "load average unknown"
     )
+
+
+def _header(
+    data: CalibrationData, out_path: Path, command: str, derived_by: str | None, load: str
+) -> list[str]:
+    """The YAML's header comment: what was measured, by which command, when, under which
+    protocol and load, and how the fits read; wrapped to 98 columns."""
+    p = data.protocol
+    kind_name = KINDS[data.kind].title if data.kind in KINDS else data.kind
     short = p.duration < 60 or p.repeats < 3
     protocol_note = (
         "shorter than the ≥ 60 s × ≥ 3 repeats of docs/models.md §9" if short else "the §9 minimum"
@@ -585,22 +617,15 @@ def write_outputs(
         "a, b >= 0. Raw per-point statistics (means, medians, sd, p95, p99, saturation flags): "
         f"{sidecar_path(out_path).name}. Times in seconds; b in seconds per byte.",
     ]
-    header = [w for h in header_text for w in textwrap.wrap(h, 98, subsequent_indent="  ") or [""]]
-    notes = " ".join(
-        [
-            f"Measured by calibration on {socket.gethostname()}: {p.describe()}.",
-            f"{load[0].upper()}{load[1:]}; the machine was shared with concurrent work, so the "
-            "numbers are noisy.",
-            *asm.notes,
-            "memory.high_watermark is not measured.",
-        ]
-    )
-    asm.profile["notes"] = notes
-    Profile.model_validate(asm.profile)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(render_yaml(asm, header, notes), encoding="utf-8")
-    prof = load_profile(out_path)
-    side = {
+    return [w for h in header_text for w in textwrap.wrap(h, 98, subsequent_indent="  ") or [""]]
+
+
+def _sidecar(
+    data: CalibrationData, asm: Assembly, command: str, derived_by: str | None
+) -> dict[str, Any]:
+    """The sidecar's content: provenance, the fits and notes of `asm`, and every measured
+    point and probe (enough to derive the profile again)."""
+    return {
         "command": command,
         "derived_by": derived_by,
         "broker": {"kind": data.kind, "version": data.version},
@@ -611,7 +636,7 @@ def write_outputs(
         "wall_seconds": data.wall_seconds,
         "load_average_start": data.load_start,
         "load_average_end": data.load_end,
-        "protocol": p.to_json(),
+        "protocol": data.protocol.to_json(),
         "fits": asm.fits,
         "notes": asm.notes,
         "network": data.network
@@ -627,7 +652,3 @@ def write_outputs(
         "queue_service": data.pipes,
         "memory": data.memory,
     }
-    sidecar_path(out_path).write_text(
-        json.dumps(_clean(side), indent=1, default=_json_default) + "\n", encoding="utf-8"
-    )
-    return prof

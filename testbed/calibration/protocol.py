@@ -45,6 +45,7 @@ from testbed.calibration.bench import (
     point_stats,
     run_group,
 )
+from testbed.calibration.progress import Reporter, hms
 
 SIZES: tuple[int, ...] = (100, 1_000, 10_000, 100_000, 1_000_000)
 QUICK_SIZES: tuple[int, ...] = (100, 10_000, 100_000)
@@ -150,88 +151,6 @@ class CalibrationData:
     """The sidecar's network record when re-derived from a sidecar (else built from rtts)."""
 
 
-# --- progress -------------------------------------------------------------------------------------
-
-
-class Reporter:
-    """Step progress with an ETA. Lines go to `sink` when given (the CLI's printer); otherwise
-    a rich progress bar on stderr (a plain line printer when stderr is not a terminal)."""
-
-    def __init__(self, total: float, steps: int, sink: Callable[[str], None] | None) -> None:
-        self.total = total
-        self.steps = steps
-        self.sink = sink
-        self.done_planned = 0.0
-        self.k = 0
-        self.t0 = time.monotonic()
-        self._bar: Any = None
-        self._task: Any = None
-        if sink is None:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            if console.is_terminal:
-                from rich.progress import (
-                    BarColumn,
-                    Progress,
-                    TaskProgressColumn,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
-
-                self._bar = Progress(
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    TaskProgressColumn(),
-                    TimeElapsedColumn(),
-                    TextColumn("ETA"),
-                    TimeRemainingColumn(),
-                    console=console,
-                )
-                self._task = self._bar.add_task("calibration", total=total)
-                self._bar.start()
-            else:
-                self.sink = lambda line: console.print(line, markup=False, highlight=False)
-
-    def eta(self) -> float:
-        left = self.total - self.done_planned
-        if self.done_planned < 0.1 * self.total:
-            return left
-        return left * (time.monotonic() - self.t0) / self.done_planned
-
-    def line(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.console.print(text, markup=False, highlight=False)
-        elif self.sink is not None:
-            self.sink(text)
-
-    def start(self, label: str) -> None:
-        self.k += 1
-        elapsed = time.monotonic() - self.t0
-        msg = f"[{self.k}/{self.steps}] {label}"
-        if self._bar is not None:
-            self._bar.update(self._task, description=msg)
-        else:
-            self.line(f"{msg}  (elapsed {_hms(elapsed)}, ETA {_hms(self.eta())})")
-
-    def finish(self, planned: float) -> None:
-        self.done_planned += planned
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.done_planned)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
-def _hms(seconds: float) -> str:
-    s = max(0, int(round(seconds)))
-    return (
-        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    )
-
-
 # --- the plan -------------------------------------------------------------------------------------
 
 
@@ -279,36 +198,68 @@ def _fmt_point(ps: PointStats) -> str:
 def _plan(
     endpoint: BrokerEndpoint, p: Protocol, data: CalibrationData, abort: threading.Event
 ) -> list[_Step]:
-    run_id = uuid.uuid4().hex[:6]
-    overhead = 1.0
-    steps: list[_Step] = []
+    """The steps of `p` in the module docstring's order: the loopback delay and the memory
+    probes once, then per repeat low load, high load, routing and the queue service bursts."""
+    plan = _Planner(endpoint, p, data, abort, run_id=uuid.uuid4().hex[:6])
+    steps = [plan.network()]
+    steps += [plan.memory(size, n_msgs) for size, n_msgs in p.memory_fill]
+    for rep in range(p.repeats):
+        rot = rep % len(HIGH_CONFIGS)
+        steps += plan.low_load(rep, rot)
+        steps += plan.high_load(rep, rot)
+        steps += plan.routing(rep)
+        steps += [plan.pipe(size, rep) for size in p.pipe_sizes]
+    return steps
 
-    def group_step(label: str, specs: list[StreamSpec], into: list[PointStats]) -> _Step:
-        planned = max(s.planned_seconds for s in specs) + 0.3 + overhead
+
+@dataclass(frozen=True)
+class _Planner:
+    """Makes the steps of one calibration: each measures through `endpoint` and appends what
+    it measured to `data`; queue and exchange names carry `run_id`."""
+
+    endpoint: BrokerEndpoint
+    p: Protocol
+    data: CalibrationData
+    abort: threading.Event
+    run_id: str
+    overhead: float = 1.0
+    """Seconds planned per step on top of its streams (connections, setup, teardown)."""
+
+    def group(self, label: str, specs: list[StreamSpec], into: list[PointStats]) -> _Step:
+        """One group of concurrent streams; their points are appended to `into`."""
+        planned = max(s.planned_seconds for s in specs) + 0.3 + self.overhead
 
         def run() -> str:
-            recs = run_group(endpoint, specs, abort=abort, drain_limit=p.drain_limit)
+            recs = run_group(self.endpoint, specs, abort=self.abort, drain_limit=self.p.drain_limit)
             stats = [point_stats(r) for r in recs]
             into.extend(stats)
             return "\n".join(_fmt_point(s) for s in stats)
 
         return _Step(label, planned, run)
 
-    def network() -> str:
-        data.rtts = loopback_rtts(200)
-        if not data.rtts:
-            return "  loopback: no handshake succeeded"
-        return f"  loopback TCP handshake median {statistics.median(data.rtts) * 1e6:.1f} µs"
+    def network(self) -> _Step:
+        """The loopback TCP handshake probe (``network_delay``)."""
 
-    steps.append(_Step("loopback delay", 1.0, network))
-    for size, n_msgs in p.memory_fill:
+        def run() -> str:
+            self.data.rtts = loopback_rtts(200)
+            if not self.data.rtts:
+                return "  loopback: no handshake succeeded"
+            return (
+                f"  loopback TCP handshake median {statistics.median(self.data.rtts) * 1e6:.1f} µs"
+            )
 
-        def memory(size: int = size, n_msgs: int = n_msgs) -> str:
+        return _Step("loopback delay", 1.0, run)
+
+    def memory(self, size: int, n_msgs: int) -> _Step:
+        """The memory per queued message, `n_msgs` messages of `size` (``memory``)."""
+        p = self.p
+
+        def run() -> str:
             probe = measure_memory(
-                endpoint, f"cal{run_id}-mem-{size}", size, n_msgs,
-                abort=abort, polls=p.memory_polls,
+                self.endpoint, f"cal{self.run_id}-mem-{size}", size, n_msgs,
+                abort=self.abort, polls=p.memory_polls,
             )  # fmt: skip
-            data.memory.append(probe)
+            self.data.memory.append(probe)
             err = f" ({'; '.join(probe.errors)})" if probe.errors else ""
             return (
                 f"  memory {size_label(size)} x {probe.n}: {probe.before / 1e6:.1f} -> "
@@ -316,54 +267,75 @@ def _plan(
             )
 
         planned = 2 * p.memory_polls * 1.1 + n_msgs / 5000 + 2
-        steps.append(_Step(f"memory per queued message, {size_label(size)}", planned, memory))
-    low_cfgs = list(CONFIGS)
-    for rep in range(p.repeats):
-        rot = rep % len(HIGH_CONFIGS)
+        return _Step(f"memory per queued message, {size_label(size)}", planned, run)
+
+    def low_load(self, rep: int, rot: int) -> list[_Step]:
+        """The low-load groups of repeat `rep`: every configuration (order rotated by `rot`)
+        concurrently with staggered start phases, per size (all sizes at once when quick)."""
+        p = self.p
+        low_cfgs = list(CONFIGS)
         order = low_cfgs[rot:] + low_cfgs[:rot]
         size_groups = [list(p.sizes)] if p.quick else [[s] for s in p.sizes]
+        steps = []
         for sizes in size_groups:
             specs = []
             k_total = len(sizes) * len(order)
             for j, (size, cfg) in enumerate((s, c) for s in sizes for c in order):
-                tag = f"cal{run_id}-{cfg}-low-{size}-r{rep}"
+                tag = f"cal{self.run_id}-{cfg}-low-{size}-r{rep}"
                 spec = _stream(tag, cfg, "low", size, p.low_rate, p, rep)
                 specs.append(replace(spec, offset=j / (k_total * p.low_rate)))
             label = f"repeat {rep + 1}/{p.repeats}: low load, {', '.join(map(size_label, sizes))}"
-            steps.append(group_step(label, specs, data.points))
+            steps.append(self.group(label, specs, self.data.points))
+        return steps
+
+    def high_load(self, rep: int, rot: int) -> list[_Step]:
+        """The high-load points of repeat `rep`: one stream at a time, per size and
+        configuration (order rotated by `rot`)."""
+        p = self.p
         hi = list(HIGH_CONFIGS[rot:] + HIGH_CONFIGS[:rot])
+        steps = []
         for size in p.sizes:
             for cfg in hi:
-                tag = f"cal{run_id}-{cfg}-high-{size}-r{rep}"
+                tag = f"cal{self.run_id}-{cfg}-high-{size}-r{rep}"
                 spec = _stream(tag, cfg, "high", size, p.high_rate, p, rep)
                 label = f"repeat {rep + 1}/{p.repeats}: high load, {cfg}, {size_label(size)}"
-                steps.append(group_step(label, [spec], data.points))
+                steps.append(self.group(label, [spec], self.data.points))
+        return steps
+
+    def routing(self, rep: int) -> list[_Step]:
+        """The fan-out points of repeat `rep`, one per number of bound queues."""
+        p = self.p
+        steps = []
         for n in p.routing_fanouts:
-            tag = f"cal{run_id}-fanout{n}-r{rep}"
+            tag = f"cal{self.run_id}-fanout{n}-r{rep}"
             spec = _stream(
                 tag, "fanout", "routing", p.reference_size, p.routing_rate, p, rep,
                 fanout=n, duration=p.routing_duration,
             )  # fmt: skip
             label = f"repeat {rep + 1}/{p.repeats}: fan-out to {n} queue(s)"
-            steps.append(group_step(label, [spec], data.routing))
-        for size in p.pipe_sizes:
-            n_msgs = max(50, min(10_000, int(50e6 / size)))
+            steps.append(self.group(label, [spec], self.data.routing))
+        return steps
 
-            def pipe(size: int = size, n_msgs: int = n_msgs, rep: int = rep) -> str:
-                tag = f"cal{run_id}-pipe-{size}-r{rep}"
-                probe = pipe_throughput(
-                    endpoint, tag, size, n_msgs, repeat=rep, time_cap=p.pipe_cap, abort=abort
-                )
-                data.pipes.append(probe)
-                err = f" ({'; '.join(probe.errors)})" if probe.errors else ""
-                return (
-                    f"  pipe {size_label(size)}: {probe.received} msgs in {probe.seconds:.2f} s, "
-                    f"{probe.per_message * 1e6:.1f} µs/msg{err}"
-                )
+    def pipe(self, size: int, rep: int) -> _Step:
+        """A queue service burst of `size` messages in repeat `rep` (``queue_service``)."""
+        p = self.p
+        n_msgs = max(50, min(10_000, int(50e6 / size)))
 
-            label = f"repeat {rep + 1}/{p.repeats}: queue service burst, {size_label(size)}"
-            steps.append(_Step(label, min(p.pipe_cap, 5.0) + overhead, pipe))
-    return steps
+        def run() -> str:
+            tag = f"cal{self.run_id}-pipe-{size}-r{rep}"
+            probe = pipe_throughput(
+                self.endpoint, tag, size, n_msgs, repeat=rep, time_cap=p.pipe_cap,
+                abort=self.abort,
+            )  # fmt: skip
+            self.data.pipes.append(probe)
+            err = f" ({'; '.join(probe.errors)})" if probe.errors else ""
+            return (
+                f"  pipe {size_label(size)}: {probe.received} msgs in {probe.seconds:.2f} s, "
+                f"{probe.per_message * 1e6:.1f} µs/msg{err}"
+            )
+
+        label = f"repeat {rep + 1}/{p.repeats}: queue service burst, {size_label(size)}"
+        return _Step(label, min(p.pipe_cap, 5.0) + self.overhead, run)
 
 
 def run_protocol(
@@ -384,7 +356,7 @@ def run_protocol(
     rep = Reporter(total, len(steps), progress)
     rep.line(
         f"calibrating {endpoint.kind} {version} at {endpoint.host}:{endpoint.port}: "
-        f"{len(steps)} steps, planned {_hms(total)}; {protocol.describe()}"
+        f"{len(steps)} steps, planned {hms(total)}; {protocol.describe()}"
     )
     t0 = time.monotonic()
     try:
@@ -404,5 +376,5 @@ def run_protocol(
     data.wall_seconds = time.monotonic() - t0
     data.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data.load_end = _loadavg()
-    rep.line(f"calibration measured in {_hms(data.wall_seconds)}")
+    rep.line(f"calibration measured in {hms(data.wall_seconds)}")
     return data

@@ -99,8 +99,8 @@ TABLE: dict[str, tuple[object, object]] = {
     "restart_s":                      (6.0,               1.5),  # availability.py
     "prometheus_plugin":              (True,              False),  # prometheus.py
     "management_api":                 (True,              False),  # calibration/api.py
-    "deletes_topology":               (True,              False),  # calibration/bench.py
-    "calibration_queue_per_consumer": (False,             True),  # calibration/bench.py
+    "deletes_topology":               (True,              False),  # calibration/streams.py
+    "calibration_queue_per_consumer": (False,             True),  # calibration/streams.py
     "high_watermark":                 (0.6,               1.0),  # calibration/assemble.py
 }  # fmt: skip
 

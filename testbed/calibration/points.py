@@ -1,0 +1,122 @@
+"""One calibration point: a stream's observations reduced to summaries and a saturation
+verdict (the input of `testbed.calibration.assemble`)."""
+
+from __future__ import annotations
+
+__all__ = ["LOSS_TOLERANCE", "PointStats", "point_stats"]
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.calibration.fitting import Summary, summarize
+from testbed.calibration.streams import StreamRecord
+
+LOSS_TOLERANCE = 0.01
+"""A point with more than this fraction of measured messages undelivered is saturated."""
+
+
+@dataclass
+class PointStats:
+    """One measured point (one stream) reduced to summaries; samples kept for pooling."""
+
+    config: str
+    load: str
+    rate: float
+    size: int
+    repeat: int
+    fanout: int
+    sent: int
+    expected: int
+    received: int
+    achieved_rate: float
+    max_lateness: float
+    latency: Summary | None
+    write: Summary | None
+    read: Summary | None
+    publish: Summary | None
+    saturated: bool
+    reason: str
+    errors: list[str]
+    samples: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    def key(self) -> tuple[int, int]:
+        return (self.size, self.repeat)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in (
+                "config", "load", "rate", "size", "repeat", "fanout", "sent", "expected",
+                "received", "achieved_rate", "max_lateness", "saturated", "reason", "errors",
+            )
+        }  # fmt: skip
+        for k in ("latency", "write", "read", "publish"):
+            s = getattr(self, k)
+            out[k] = s.to_json() if s is not None else None
+        return out
+
+
+def _trend_ratio(lat_by_index: list[tuple[int, float]]) -> float:
+    """Median latency of the last quarter over that of the first quarter (by publish order)."""
+    if len(lat_by_index) < 8:
+        return 1.0
+    ordered = [v for _, v in sorted(lat_by_index)]
+    q = len(ordered) // 4
+    first = statistics.median(ordered[:q])
+    last = statistics.median(ordered[-q:])
+    return last / first if first > 0 else 1.0
+
+
+def point_stats(rec: StreamRecord) -> PointStats:
+    """Reduce one stream to its point: measured (post-warm-up) samples, summaries, saturation.
+
+    Saturated (excluded from the latency fits, kept in the sidecar): more than 1 % of the
+    measured copies undelivered, an achieved publish rate below 90 % of the target, or a
+    latency that grows through the point (last-quarter median > 3 × first-quarter median
+    + 1 ms: a backlog building up).
+    """
+    s = rec.spec
+    nq = len(s.queues())
+    warm = s.n_warm
+    sent = {i: v for i, v in rec.sent.items() if i >= warm}
+    got = [x for x in rec.received if x[0] >= warm]
+    lat = [x[2] / 1e9 for x in got]
+    read = [x[3] / 1e9 for x in got]
+    write = [v / 1e9 for i, v in rec.write.items() if i >= warm]
+    pub = [v[1] / 1e9 for v in sent.values()]
+    expected = len(sent) * nq
+    times = sorted(v[0] for v in rec.sent.values())
+    achieved = (len(times) - 1) / ((times[-1] - times[0]) / 1e9) if len(times) > 2 else s.rate
+    max_late = max((v[2] for v in rec.sent.values()), default=0.0)
+    reasons = [rec.stopped] if rec.stopped else []
+    if expected and (expected - len(got)) > LOSS_TOLERANCE * expected:
+        reasons.append(f"{expected - len(got)} of {expected} not delivered")
+    if len(times) >= 10 and achieved < 0.9 * s.rate:
+        reasons.append(f"publish rate {achieved:.3g}/s < 90 % of {s.rate:g}/s")
+    ratio = _trend_ratio([(x[0], x[2] / 1e9) for x in got])
+    if ratio > 3.0 and lat and statistics.median(lat) > 1e-3:
+        reasons.append(f"latency grows through the point (x{ratio:.1f}: backlog)")
+    if not got:
+        reasons.append("no deliveries")
+    return PointStats(
+        config=s.config,
+        load=s.load,
+        rate=s.rate,
+        size=s.size,
+        repeat=s.repeat,
+        fanout=s.fanout,
+        sent=len(sent),
+        expected=expected,
+        received=len(got),
+        achieved_rate=achieved,
+        max_lateness=max_late,
+        latency=summarize(lat),
+        write=summarize(write),
+        read=summarize(read),
+        publish=summarize(pub),
+        saturated=bool(reasons),
+        reason="; ".join(reasons),
+        errors=list(rec.errors),
+        samples={"latency": lat, "write": write, "read": read, "publish": pub},
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -116,3 +117,23 @@ def test_a_miss_is_outside_target_and_outside_the_measured_interval() -> None:
     assert t["metrics"] == 3 and t["within_target"] == 1
     assert t["with_interval"] == 2 and t["inside_interval"] == 1
     assert t["cases_missing"] == ["b"] and t["worst_ks"] == 0.05
+
+
+def test_a_partial_rerun_keeps_other_cases_and_names_its_own_command(tmp_path: Path) -> None:
+    """``--only``: the named cases replace theirs, the others stay with the command that ran
+    them, and the header names the newest command (a suite run case group by case group)."""
+    from testbed.accuracy import _write
+
+    out = tmp_path / "accuracy.md"
+    first = {"command": "mqbed bench A", "date": "d1", "host": {}, "replications": 3,
+             "quick": False, "cases": [{"case": "x", "command": "mqbed bench A", "scenario": "s.yaml", "rows": [], "wall_s": 1.0},
+                                       {"case": "y", "command": "mqbed bench A", "scenario": "s.yaml", "rows": [], "wall_s": 1.0}]}  # fmt: skip
+    _write(first, out, None, False)
+    second = {**first, "command": "mqbed bench B", "date": "d2",
+              "cases": [{"case": "y", "command": "mqbed bench B", "scenario": "s.yaml", "rows": [], "wall_s": 1.0}]}  # fmt: skip
+    _write(second, out, ["y"], False)
+    doc = json.loads(out.with_suffix(".json").read_text())
+    assert doc["command"] == "mqbed bench B" and doc["date"] == "d2"
+    assert [(c["case"], c["command"]) for c in doc["cases"]] == [
+        ("x", "mqbed bench A"), ("y", "mqbed bench B")]  # fmt: skip
+    assert "mqbed bench B" in out.read_text()

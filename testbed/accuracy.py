@@ -177,6 +177,10 @@ def _profile_text(p: dict[str, Any]) -> str:
     name = Path(shown).name if not str(shown).startswith(("deploy", "runs")) else shown
     cp = p.get("client_path") or {}
     measured = f", client path ({cp.get('client')}) measured {cp.get('date')}" if cp else ""
+    if p.get("calibration_busy"):
+        cores = p.get("foreign_cores")
+        load = "unknown" if cores is None else f"{cores:.2f} cores"
+        measured += f" **while other work kept the machine busy ({load})**"
     return f"`{name}` ({p.get('origin', '?')}){measured}"
 
 

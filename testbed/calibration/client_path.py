@@ -352,5 +352,7 @@ def measure_client_path(
             wall_s=round(time.monotonic() - started, 1),
             load_average=[round(x, 2) for x in load],
             rejected=rejected,
+            foreign_cores=round(foreign, 3),
+            busy=foreign > FOREIGN_CPU_LIMIT,
         ),
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from testbed.calibration.client_path import Replicate, measure_client_path
+from testbed.core.client_path import ClientPath
 from testbed.core.profile import Profile, default_profile, load_profile, shipped_profile_path
 from testbed.exceptions import MqbedError
 
@@ -44,6 +45,8 @@ class ProfileChoice:
                 measured_on=p.hostname or p.host,
                 measured_at=p.date,
                 broker_version=p.broker_version,
+                calibration_busy=p.taken_busy,
+                foreign_cores=p.foreign_cores,
             )
         else:
             out.update(measured_on=self.profile.host, measured_at=self.profile.date)
@@ -144,6 +147,16 @@ def write_profile(profile: Profile, path: Path, header: str | None = "") -> None
     tmp.replace(path)
 
 
+def _cores(foreign: float | None) -> str:
+    return "cores unknown" if foreign is None else f"{foreign:.2f} cores"
+
+
+def _quieter(new: ClientPath, old: ClientPath) -> bool:
+    """Whether `new` was measured with less foreign load than `old` (unknown counts as busy)."""
+    a, b = new.provenance.foreign_cores, old.provenance.foreign_cores
+    return b is None or (a is not None and a < b)
+
+
 def machine_profile(
     home: Path,
     *,
@@ -154,11 +167,18 @@ def machine_profile(
     progress: Callable[[str], None] = lambda line: None,
     broker_pids: Sequence[int] = (),
 ) -> ProfileChoice:
-    """The cached profile for this host, broker version and client, measured first if none."""
+    """The cached profile for this host, broker version and client, measured first if none.
+
+    A cached profile measured while other work kept the machine busy is measured again, and
+    the quieter of the two kept: a busy calibration is not this machine's profile for good."""
     found = cached_profile(home, kind, client, version)
-    if found is not None:
+    old = found.profile.client_path if found is not None else None
+    if found is not None and (old is None or not old.provenance.taken_busy):
         return found
-    base = default_profile(kind, client)
+    if old is not None:
+        progress(f"this machine's cached profile was measured while other work kept it busy "
+                 f"({_cores(old.provenance.foreign_cores)}): measuring again")  # fmt: skip
+    base = found.profile if found is not None else default_profile(kind, client)
     cp = measure_client_path(
         replicate,
         kind=kind,
@@ -169,6 +189,13 @@ def machine_profile(
         command="mqbed run (quick calibration of the client path)",
         broker_pids=broker_pids,
     )
+    if found is not None and old is not None and not _quieter(cp, old):
+        progress("the machine is still busy; keeping the quieter cached measurement")
+        return found
+    if cp.provenance.busy:
+        progress(f"warning: other work kept the machine busy while calibrating "
+                 f"({_cores(cp.provenance.foreign_cores)}): the prediction carries that load; "
+                 "the next run measures again")  # fmt: skip
     profile = base.model_copy(update={"client_path": cp})
     path = cache_path(home, kind, version, client)
     write_profile(

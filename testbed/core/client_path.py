@@ -71,6 +71,15 @@ class Provenance(Strict):
     """1-minute load average before and after (foreign load makes the figures noisy)."""
     rejected: list[str] = Field(default_factory=list)
     """Attempts thrown away because the machine was busy with foreign work."""
+    foreign_cores: float | None = None
+    """Cores other work used on average during the kept attempt (None: not recorded)."""
+    busy: bool = False
+    """Every attempt was busy: the tables carry foreign load (a run measures them again)."""
+
+    @property
+    def taken_busy(self) -> bool:
+        """Measured under foreign load (also for a profile older than ``busy``)."""
+        return self.busy or any(r.startswith("every attempt was busy") for r in self.rejected)
 
 
 class ClientPath(Strict):

@@ -96,6 +96,10 @@ def test_every_case_runs_on_rabbitmq_the_library_on_activemq_and_kombu_once() ->
     assert "quickstart [rabbitmq]" in names and "quickstart [activemq]" in names
     assert "quickstart [rabbitmq/kombu]" in names
     assert any(c.folder == "holdout" for c in cases)
+    # the holdouts judge both brokers (their file names name no library scenario)
+    holdouts = [c for c in cases if c.folder == "holdout"]
+    assert {c.overrides["broker.kind"] for c in holdouts} == {"rabbitmq", "activemq"}
+    assert len(holdouts) == 2 * len({c.scenario for c in holdouts})
     for c in cases:
         assert c.path.is_file(), c
         assert c.overrides["broker.kind"] in ("rabbitmq", "activemq")

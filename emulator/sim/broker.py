@@ -95,14 +95,7 @@ class Broker:
         self.call(self.d + extra, self._arrive, (sender, m, queues, notify, persistent))
 
     def _arrive(self, ev: Any) -> None:
-        sender, m, queues, notify, persistent = ev.value
-        link = self.link
-        if (
-            link is None
-            or link.accept is None
-            or link.accept(sender, m, queues, notify, persistent)
-        ):
-            self.route(sender, m, queues, notify, persistent)
+        self.accept(*ev.value)
 
     def accept(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool

@@ -238,7 +238,7 @@ def _choose(
         broker_pids=[endpoint.pid] if endpoint.pid else [],
         restart_probe=restart_probe(scenario.faults, owner, endpoint.name, say),
     )
-    if choice.profile.restart_time is not None and owner is not None:
+    if owner is not None:  # its state, not a guess from the profile, says the current pid
         endpoint = next((e for e in owner.endpoints() if e.name == endpoint.name), endpoint)
     return choice, endpoint
 

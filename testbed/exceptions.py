@@ -8,6 +8,7 @@ __all__ = [
     "ScenarioIssue",
     "BackendError",
     "BrokerStartError",
+    "NotOwnedError",
     "BrokerError",
     "ConfigurationError",
     "AccuracyMiss",
@@ -64,6 +65,11 @@ class BackendError(MqbedError):
 
 class BrokerStartError(BackendError):
     """A broker did not become healthy within its bounded wait."""
+
+
+class NotOwnedError(BackendError):
+    """The backend does not own the broker's lifecycle, so it cannot do this (kill, pause,
+    stop, restart or ``rabbitmqctl`` on an external broker): not a failure, a refusal."""
 
 
 class BrokerError(MqbedError):

@@ -27,13 +27,14 @@ __all__ = [
 
 import os
 import re
+import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
-from testbed.backends.base import BrokerEndpoint, BrokerKind
+from testbed.backends.base import Backend, BrokerEndpoint, BrokerKind
 from testbed.core.redact import redact_url
-from testbed.exceptions import BackendError, ConfigurationError
+from testbed.exceptions import BackendError, ConfigurationError, NotOwnedError
 
 _DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671, "stomp": 61613, "stomp+ssl": 61614}
 ENV_URLS = "MQBED_BROKER_URLS"
@@ -136,10 +137,12 @@ def broker_version(ep: BrokerEndpoint, timeout: float = 2.0) -> str | None:
     return None
 
 
-class ExternalBackend:
-    """Endpoints from URLs; the brokers' lifecycle belongs to someone else."""
+class ExternalBackend(Backend):
+    """Endpoints from URLs; the brokers' lifecycle belongs to someone else (the `Backend`
+    methods that would change it raise `NotOwnedError`)."""
 
     def __init__(self, urls: Sequence[str], *, source: str = "broker.urls") -> None:
+        self.home = None
         self._endpoints = parse_broker_urls(urls, source=source)
         if not self._endpoints:
             raise ConfigurationError(
@@ -161,11 +164,19 @@ class ExternalBackend:
         have = sorted({e.kind for e in self._endpoints})
         raise ConfigurationError(f"no {kind} URL among the external brokers (have {have})")
 
-    def up(self, kinds: Sequence[str], **_: object) -> list[BrokerEndpoint]:
-        """The endpoints of `kinds` (nothing is started)."""
+    def up(
+        self,
+        kinds: Sequence[str],
+        *,
+        nodes: int = 1,
+        timeout: float = 60.0,
+        detach: bool = True,
+        memory_limit_mb: int | None = None,
+    ) -> list[BrokerEndpoint]:
+        """The endpoints of `kinds` (nothing is started; the other arguments are ignored)."""
         return [self.endpoint(k) for k in dict.fromkeys(kinds)]
 
-    def down(self, *_: object, **__: object) -> list[str]:
+    def down(self, timeout: float = 30.0, *, keep_data: bool = False) -> list[str]:
         """Nothing to stop: external brokers are not ours."""
         return []
 
@@ -186,9 +197,9 @@ class ExternalBackend:
                 return ep
         raise BackendError(f"no external broker named {name!r}")
 
-    def _no_lifecycle(self, name: str) -> BackendError:
+    def _no_lifecycle(self, name: str) -> NotOwnedError:
         self._named(name)
-        return BackendError(
+        return NotOwnedError(
             f"{name} is an external broker: mqbed does not own its lifecycle (no kill, pause or "
             "restart); use network faults through the fault proxy instead"
         )
@@ -207,3 +218,10 @@ class ExternalBackend:
 
     def restart_node(self, name: str, timeout: float = 60.0) -> BrokerEndpoint:
         raise self._no_lifecycle(name)
+
+    def rabbitmqctl(
+        self, name: str, *args: str, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        raise NotOwnedError(
+            f"{self._named(name).name} is an external broker: mqbed cannot run rabbitmqctl on it"
+        )

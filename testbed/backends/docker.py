@@ -18,33 +18,28 @@ survive).
 Ownership: ``up(detach=True)`` leaves containers running until `down`; ``up(detach=False)``
 removes them at exit of this process (atexit, SIGTERM/SIGHUP, Ctrl-C). Containers carry the
 label ``org.mqbed.home=<home>``, so `down` also removes any this testbed left unrecorded.
+The state file, home lock, data wiping and this cleanup at exit are `OwnedBackend`'s
+(`testbed.backends.owned`), shared by the local and docker backends; both implement the
+`Backend` contract (`testbed.backends.base`).
 """
 
 from __future__ import annotations
 
 __all__ = ["DockerBackend", "STATE_FILE"]
 
-import atexit
 import contextlib
 import os
-import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.docker_containers import (
     LABEL_HOME,
-    Kind,
     await_exit,
     await_healthy,
-    check_up_args,
     create_container,
     graceful_stop,
     new_record,
@@ -52,15 +47,15 @@ from testbed.backends.docker_containers import (
 )
 from testbed.backends.docker_nodes import ContainerDriver, container_drivers
 from testbed.backends.images import ensure_images
-from testbed.backends.node_driver import NotHealthy
+from testbed.backends.owned import Kind, OwnedBackend, await_all, check_up_args
 from testbed.backends.ports import pick_free_ports
-from testbed.backends.state import HomeLock, NodeRecord, TestbedState, testbed_id
+from testbed.backends.state import NodeRecord, TestbedState, testbed_id
 from testbed.exceptions import BackendError, ConfigurationError
 
 STATE_FILE = "docker-state.json"
 
 
-class DockerBackend:
+class DockerBackend(OwnedBackend):
     """Broker containers for the testbed whose directory is `home`.
 
     `docker_host`: the engine's API URL (``unix:///path/docker.sock``); default: the engine
@@ -68,6 +63,10 @@ class DockerBackend:
     kind → image ref, to use other images than the offline builds (they must have the Debian
     layout). `log`: progress messages (image builds).
     """
+
+    _NO_STATE: ClassVar[str] = "no docker testbed in"
+    _RUNNING: ClassVar[str] = "container(s) running"
+    _DOWN: ClassVar[str] = "mqbed down --backend docker"
 
     def __init__(
         self,
@@ -77,23 +76,18 @@ class DockerBackend:
         images: dict[str, str] | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        self.home = Path(home).expanduser().resolve()
-        self.state_path = self.home / STATE_FILE
+        super().__init__(home, STATE_FILE)
         self.docker_host = docker_host
         self.images = dict(images or {})
         self.log = log
-        self.startup_seconds: dict[str, float] = {}
-        """Seconds from container start to healthy of each node started by this object."""
-        self._lock = HomeLock(self.home)
         self._drivers: dict[str, ContainerDriver] = container_drivers()
         self._client_obj: Any = None
-        self._cleanup_installed = False
 
     # ----------------------------------------------------------------- public API
 
     def up(
         self,
-        kinds: Sequence[Kind],
+        kinds: Sequence[str],
         *,
         nodes: int = 1,
         timeout: float = 90.0,
@@ -149,9 +143,7 @@ class DockerBackend:
                 for container in self._labelled():
                     container.remove(force=True)
             if state is not None and not keep_data:
-                for rec in state.nodes:
-                    for sub in ("data", "tmp"):
-                        shutil.rmtree(Path(rec.node_dir) / sub, ignore_errors=True)
+                self._wipe_data(state)
             self.state_path.unlink(missing_ok=True)
             return names
 
@@ -205,24 +197,9 @@ class DockerBackend:
             t0 = time.monotonic()
             container.start()
             await_healthy(rec, container, self._drivers[rec.kind], t0 + timeout)
-            self._record_startup(rec, t0)
+            self._record_startup(rec, time.monotonic() - t0)
             state.save(self.state_path)
             return self._endpoint(rec)
-
-    def is_healthy(self, name: str, timeout: float = 2.0) -> bool:
-        """Whether the node's container runs (not paused) and its probe passes in `timeout` s."""
-        rec = self._state().node(name)
-        try:
-            container = self._container(rec)
-        except BackendError:
-            return False
-        if container.status != "running":
-            return False
-        try:
-            self._drivers[rec.kind].probe(rec, timeout)
-        except NotHealthy:
-            return False
-        return True
 
     def rabbitmqctl(
         self, name: str, *args: str, timeout: float = 60.0
@@ -286,21 +263,19 @@ class DockerBackend:
         built = ensure_images(missing, client, log=self.log) if missing else {}
         return {k: self.images.get(k) or built[self._drivers[k].image] for k in kinds}
 
-    def _reusable(self, state: TestbedState, kind: Kind, nodes: int) -> bool:
-        recs = [r for r in state.nodes if r.kind == kind]
-        alive = [r for r in recs if self._status(r) == "running"]
-        if not alive:
-            client = self._client()
-            for rec in recs:  # stale records: their containers go, then the records
-                remove_container(client, rec)
-            state.nodes = [r for r in state.nodes if r.kind != kind]
-            return False
-        if len(alive) == len(recs) == nodes:
-            return True
-        raise BackendError(
-            f"testbed {self.home}: {len(alive)} of {len(recs)} {kind} container(s) running "
-            f"(asked for {nodes}); run `mqbed down --backend docker` first"
-        )
+    def _running(self, rec: NodeRecord) -> bool:
+        return self._status(rec) == "running"  # not paused, not gone
+
+    def _probe(self, rec: NodeRecord, timeout: float) -> None:
+        self._drivers[rec.kind].probe(rec, timeout)
+
+    def _discard_stale(self, recs: list[NodeRecord]) -> None:
+        client = self._client()
+        for rec in recs:  # stale records: their containers go, then the records
+            remove_container(client, rec)
+
+    def _release(self, state: TestbedState, recs: list[NodeRecord]) -> None:
+        self._discard_stale(recs)  # the owned containers go as stale ones do
 
     def _start_new(
         self, state: TestbedState, recs: list[NodeRecord], *, timeout: float, owned: bool
@@ -323,33 +298,20 @@ class DockerBackend:
                 started[rec.name] = time.monotonic()
                 container.start()
             deadline = time.monotonic() + timeout
-            with ThreadPoolExecutor(len(recs), thread_name_prefix="mqbed-health") as pool:
-                futures = [
-                    pool.submit(
-                        await_healthy, r, self._container(r), self._drivers[r.kind], deadline
-                    )
-                    for r in recs
-                ]
-                errors = [e for e in (f.exception() for f in futures) if e is not None]
-            if errors:
-                raise errors[0]
+            containers = {r.name: self._container(r) for r in recs}
+            await_all(
+                lambda r: await_healthy(r, containers[r.name], self._drivers[r.kind], deadline),
+                recs,
+            )
         except BaseException:
             for rec in recs:
                 with contextlib.suppress(Exception):
                     remove_container(client, rec)
-            state.nodes = [r for r in state.nodes if r not in recs]
-            if state.nodes:
-                state.save(self.state_path)
-            else:
-                self.state_path.unlink(missing_ok=True)
+            self._forget(state, recs)
             raise
         for rec in recs:
-            self._record_startup(rec, started[rec.name])
+            self._record_startup(rec, time.monotonic() - started[rec.name])
         state.save(self.state_path)
-
-    def _record_startup(self, rec: NodeRecord, t0: float) -> None:
-        rec.startup_seconds = round(time.monotonic() - t0, 3)
-        self.startup_seconds[rec.name] = rec.startup_seconds
 
     # ----------------------------------------------------------------- stopping
 
@@ -366,55 +328,7 @@ class DockerBackend:
             client.containers.list(all=True, filters={"label": f"{LABEL_HOME}={self.home}"})
         )
 
-    # ----------------------------------------------------------------- ownership
-
-    def _install_cleanup(self) -> None:
-        if self._cleanup_installed:
-            return
-        self._cleanup_installed = True
-        atexit.register(self._release_owned)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) == signal.SIG_DFL:
-                    signal.signal(sig, _exit_on_signal)
-
-    def _release_owned(self) -> None:
-        """atexit: remove the containers this process owns (all of them → a full `down`)."""
-        try:
-            state = self._load()
-            if state is None:
-                return
-            mine = [r for r in state.nodes if not r.detached and r.owner_pid == os.getpid()]
-            if not mine:
-                return
-            if len(mine) == len(state.nodes):
-                self.down(timeout=15.0)
-                return
-            with self._lock:
-                client = self._client()
-                for rec in mine:
-                    remove_container(client, rec)
-                state.nodes = [r for r in state.nodes if r not in mine]
-                state.save(self.state_path)
-        except Exception as exc:  # at exit there is nobody left to raise to
-            print(f"mqbed: cleanup of {self.home} failed: {exc}", file=sys.stderr)
-
     # ----------------------------------------------------------------- helpers
-
-    def _load(self) -> TestbedState | None:
-        return TestbedState.load(self.state_path)
-
-    def _state(self) -> TestbedState:
-        state = self._load()
-        if state is None:
-            raise BackendError(f"no docker testbed in {self.home} (no {self.state_path})")
-        return state
-
-    @contextlib.contextmanager
-    def _locked_state(self) -> Iterator[TestbedState]:
-        self._state()
-        with self._lock:
-            yield self._state()
 
     def _container(self, rec: NodeRecord) -> Any:
         import docker.errors
@@ -440,7 +354,3 @@ class DockerBackend:
 
     def _endpoint(self, rec: NodeRecord) -> BrokerEndpoint:
         return self._drivers[rec.kind].endpoint(rec)
-
-
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)

@@ -12,7 +12,6 @@ __all__ = [
     "LABEL_NODE",
     "await_exit",
     "await_healthy",
-    "check_up_args",
     "create_container",
     "graceful_stop",
     "new_record",
@@ -21,47 +20,20 @@ __all__ = [
 
 import contextlib
 import secrets
-import shutil
 import string
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from testbed.backends.docker_nodes import NODE_MOUNT, ContainerDriver
 from testbed.backends.node_driver import NotHealthy, log_tail
+from testbed.backends.owned import Kind, fresh_record, node_params, wipe_node_state
 from testbed.backends.state import NodeRecord
-from testbed.exceptions import BackendError, BrokerStartError, ConfigurationError
+from testbed.exceptions import BackendError, BrokerStartError
 
-Kind = Literal["rabbitmq", "activemq"]
-KINDS: tuple[Kind, ...] = ("rabbitmq", "activemq")
 LABEL_HOME = "org.mqbed.home"
 LABEL_NODE = "org.mqbed.node"
-_DEFAULT_ACTIVEMQ_MEMORY_MB = 256
 _DROP_STATS_HANDLER = "gen_event:delete_handler(rabbit_event, rabbit_mgmt_db_handler, [])."
-
-
-def check_up_args(
-    kinds: Sequence[str], nodes: int, timeout: float, memory_limit_mb: int | None
-) -> list[Kind]:
-    """The distinct broker kinds asked for; `ConfigurationError` naming any bad argument."""
-    if isinstance(kinds, str):
-        kinds = [kinds]
-    wanted: list[Kind] = []
-    for kind in kinds:
-        if kind not in KINDS:
-            raise ConfigurationError(f"broker kind {kind!r} is not one of {list(KINDS)}")
-        if kind not in wanted:
-            wanted.append(kind)
-    if not wanted:
-        raise ConfigurationError("kinds: at least one broker kind is needed, got []")
-    if not 1 <= nodes <= 16:
-        raise ConfigurationError(f"nodes: must be 1..16, got {nodes!r}")
-    if timeout <= 0:
-        raise ConfigurationError(f"timeout: must be > 0 seconds, got {timeout!r}")
-    if memory_limit_mb is not None and memory_limit_mb < 16:
-        raise ConfigurationError(f"memory_limit_mb: must be ≥ 16, got {memory_limit_mb!r}")
-    return wanted
 
 
 def new_record(
@@ -78,33 +50,13 @@ def new_record(
     """A fresh node (no data, new credentials and Erlang cookie) of testbed id `testbed`."""
     name = f"{kind}{index}"
     node_dir = home / "containers" / name
-    for sub in ("data", "tmp", "erlang"):
-        shutil.rmtree(node_dir / sub, ignore_errors=True)
+    wipe_node_state(node_dir, ("data", "tmp", "erlang"))
     node_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    params: dict[str, Any] = {
-        "memory_limit_mb": memory_mb,
-        "image": image,
-        "container": f"mqbed-{testbed}-{name}",
-        "docker_host": docker_host,
-    }
+    params = node_params(kind, testbed, name, memory_mb)
+    params.update(image=image, container=f"mqbed-{testbed}-{name}", docker_host=docker_host)
     if kind == "rabbitmq":
-        params["erlang_node"] = f"mqbed-{testbed}-{name}@localhost"
         params["cookie"] = "".join(secrets.choice(string.ascii_uppercase) for _ in range(32))
-    else:
-        mem = memory_mb or _DEFAULT_ACTIVEMQ_MEMORY_MB
-        params.update(
-            memory_limit_mb=mem, heap_mb=max(512, 2 * mem), broker_name=f"mqbed-{testbed}-{name}"
-        )
-    return NodeRecord(
-        name=name,
-        kind=kind,
-        node_dir=str(node_dir),
-        ports={},
-        username=f"mqbed-{secrets.token_hex(3)}",
-        password=secrets.token_urlsafe(18),
-        detached=detach,
-        params=params,
-    )
+    return fresh_record(name, kind, node_dir, detach=detach, params=params)
 
 
 def create_container(client: Any, rec: NodeRecord, driver: ContainerDriver, home: Path) -> Any:

@@ -9,6 +9,9 @@ Ownership: ``up(detach=True)`` (``mqbed up``) leaves the brokers running until `
 ``up(detach=False)`` ties them to this Python process: atexit, SIGTERM/SIGHUP (→ SystemExit) and
 Ctrl-C (KeyboardInterrupt) stop them gracefully, and ``PR_SET_PDEATHSIG`` makes the kernel
 SIGKILL them if this process dies without cleaning up (even by SIGKILL).
+The state file, home lock, data wiping and this cleanup at exit are `OwnedBackend`'s
+(`testbed.backends.owned`), shared by the local and docker backends; both implement the
+`Backend` contract (`testbed.backends.base`).
 
 `nodes=N` starts N independent (not clustered) brokers of each kind: ``rabbitmq0``,
 ``rabbitmq1``, ..., ``activemq0``, ...
@@ -18,29 +21,29 @@ from __future__ import annotations
 
 __all__ = ["LocalBackend"]
 
-import atexit
-import contextlib
-import os
-import secrets
-import shutil
 import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local_activemq import ActiveMQDriver
 from testbed.backends.local_rabbitmq import RabbitMQDriver
-from testbed.backends.node_driver import NodeDriver, NotHealthy
+from testbed.backends.node_driver import NodeDriver
+from testbed.backends.owned import (
+    Kind,
+    OwnedBackend,
+    await_all,
+    check_up_args,
+    fresh_record,
+    node_params,
+    wipe_node_state,
+)
 from testbed.backends.ports import pick_free_ports
-from testbed.backends.state import HomeLock, NodeRecord, TestbedState, testbed_id
+from testbed.backends.state import NodeRecord, TestbedState, testbed_id
 from testbed.backends.supervisor import Supervisor
-from testbed.exceptions import BackendError, BrokerStartError, ConfigurationError
+from testbed.exceptions import BackendError, BrokerStartError
 
 PORT_CLASH_ATTEMPTS = 3
 """Starts of one node set on fresh ports when a port was taken between picking and binding."""
@@ -54,38 +57,22 @@ def port_clash(error: str) -> bool:
     return any(sign in low for sign in _CLASH_SIGNS)
 
 
-def _wipe_node_state(node_dir: Path) -> None:
-    """Remove what a node wrote (its data and temporary files), keeping its directory."""
-    for sub in ("data", "tmp"):
-        shutil.rmtree(node_dir / sub, ignore_errors=True)
-
-
-Kind = Literal["rabbitmq", "activemq"]
-_KINDS: tuple[Kind, ...] = ("rabbitmq", "activemq")
-_DEFAULT_ACTIVEMQ_MEMORY_MB = 256
-
-
-class LocalBackend:
+class LocalBackend(OwnedBackend):
     """Native broker processes for the testbed whose directory is `home`."""
 
     def __init__(self, home: Path | str) -> None:
-        self.home = Path(home).expanduser().resolve()
-        self.state_path = self.home / "state.json"
-        self.startup_seconds: dict[str, float] = {}
-        """Seconds from launch to healthy of each node started by this object (last start)."""
-        self._lock = HomeLock(self.home)
+        super().__init__(home, "state.json")
         self._drivers: dict[str, NodeDriver] = {
             "rabbitmq": RabbitMQDriver(),
             "activemq": ActiveMQDriver(),
         }
         self._procs = Supervisor(self.home, self._drivers)
-        self._cleanup_installed = False
 
     # ----------------------------------------------------------------- public API
 
     def up(
         self,
-        kinds: Sequence[Kind],
+        kinds: Sequence[str],
         *,
         nodes: int = 1,
         timeout: float = 60.0,
@@ -98,12 +85,10 @@ class LocalBackend:
         `memory_limit_mb`: ActiveMQ's memoryUsage limit (default 256) and, when given,
         RabbitMQ's absolute memory high watermark (default: RabbitMQ's relative 0.4).
         """
-        wanted = self._check_up_args(kinds, nodes, timeout, memory_limit_mb)
+        wanted = check_up_args(kinds, nodes, timeout, memory_limit_mb)
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._lock:
-            state = TestbedState.load(self.state_path) or TestbedState(
-                testbed_id(self.home), str(self.home)
-            )
+            state = self._load() or TestbedState(testbed_id(self.home), str(self.home))
             reused: list[Kind] = []
             for kind in wanted:
                 if self._reusable(state, kind, nodes):
@@ -128,7 +113,7 @@ class LocalBackend:
         if not self.state_path.exists():
             return []
         with self._lock:
-            state = TestbedState.load(self.state_path)
+            state = self._load()
             if state is None:
                 return []
             try:
@@ -137,14 +122,13 @@ class LocalBackend:
             except BackendError as exc:
                 raise BackendError(f"down incomplete ({exc}); run it again") from exc
             if not keep_data:
-                for rec in state.nodes:
-                    _wipe_node_state(Path(rec.node_dir))
+                self._wipe_data(state)
             self.state_path.unlink(missing_ok=True)
             return [r.name for r in state.nodes]
 
     def endpoints(self) -> list[BrokerEndpoint]:
         """Endpoints of every recorded node (stopped or killed ones included), from the state."""
-        state = TestbedState.load(self.state_path)
+        state = self._load()
         return [self._endpoint(state, r) for r in state.nodes] if state else []
 
     def stop_node(self, name: str, timeout: float = 30.0) -> None:
@@ -178,18 +162,6 @@ class LocalBackend:
             self._start_existing(state, [rec], timeout=timeout, owned=not rec.detached)
             return self._endpoint(state, rec)
 
-    def is_healthy(self, name: str, timeout: float = 2.0) -> bool:
-        """Whether the node runs and answers its health probe within `timeout` s."""
-        state = self._state()
-        rec = state.node(name)
-        if not self._procs.running(rec):
-            return False
-        try:
-            self._drivers[rec.kind].probe(rec, timeout)
-        except NotHealthy:
-            return False
-        return True
-
     def rabbitmqctl(
         self, name: str, *args: str, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[str]:
@@ -201,69 +173,28 @@ class LocalBackend:
             raise BackendError(f"rabbitmqctl: node {name!r} is {rec.kind}, not rabbitmq")
         return driver.rabbitmqctl(rec, state, args, timeout)
 
+    # ----------------------------------------------------------------- owned-node hooks
+
+    def _running(self, rec: NodeRecord) -> bool:
+        return self._procs.running(rec)
+
+    def _probe(self, rec: NodeRecord, timeout: float) -> None:
+        self._drivers[rec.kind].probe(rec, timeout)
+
+    def _release(self, state: TestbedState, recs: list[NodeRecord]) -> None:
+        self._procs.terminate(state, recs, 15.0)
+
     # ----------------------------------------------------------------- starting
-
-    def _check_up_args(
-        self, kinds: Sequence[str], nodes: int, timeout: float, memory_limit_mb: int | None
-    ) -> list[Kind]:
-        if isinstance(kinds, str):
-            kinds = [kinds]
-        wanted: list[Kind] = []
-        for kind in kinds:
-            if kind not in _KINDS:
-                raise ConfigurationError(f"broker kind {kind!r} is not one of {list(_KINDS)}")
-            if kind not in wanted:
-                wanted.append(kind)
-        if not wanted:
-            raise ConfigurationError("kinds: at least one broker kind is needed, got []")
-        if not 1 <= nodes <= 16:
-            raise ConfigurationError(f"nodes: must be 1..16, got {nodes!r}")
-        if timeout <= 0:
-            raise ConfigurationError(f"timeout: must be > 0 seconds, got {timeout!r}")
-        if memory_limit_mb is not None and memory_limit_mb < 16:
-            raise ConfigurationError(f"memory_limit_mb: must be ≥ 16, got {memory_limit_mb!r}")
-        return wanted
-
-    def _reusable(self, state: TestbedState, kind: Kind, nodes: int) -> bool:
-        recs = [r for r in state.nodes if r.kind == kind]
-        alive = [r for r in recs if self._procs.running(r)]
-        if not alive:
-            state.nodes = [r for r in state.nodes if r.kind != kind]  # stale records: forget
-            return False
-        if len(alive) == len(recs) == nodes:
-            return True
-        raise BackendError(
-            f"testbed {self.home}: {len(alive)} of {len(recs)} {kind} node(s) already running "
-            f"(asked for {nodes}); run `mqbed down` first"
-        )
 
     def _new_record(
         self, state: TestbedState, kind: Kind, index: int, detach: bool, memory_mb: int | None
     ) -> NodeRecord:
         name = f"{kind}{index}"
         node_dir = self.home / "nodes" / name
-        _wipe_node_state(node_dir)  # fresh node: fresh credentials
+        wipe_node_state(node_dir)  # fresh node: fresh credentials
         node_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        params: dict[str, object] = {"memory_limit_mb": memory_mb}
-        if kind == "rabbitmq":
-            params["erlang_node"] = f"mqbed-{state.testbed_id}-{name}@localhost"
-        else:
-            mem = memory_mb or _DEFAULT_ACTIVEMQ_MEMORY_MB
-            params.update(
-                memory_limit_mb=mem,
-                heap_mb=max(512, 2 * mem),
-                broker_name=f"mqbed-{state.testbed_id}-{name}",
-            )
-        return NodeRecord(
-            name=name,
-            kind=kind,
-            node_dir=str(node_dir),
-            ports={},
-            username=f"mqbed-{secrets.token_hex(3)}",
-            password=secrets.token_urlsafe(18),
-            detached=detach,
-            params=params,
-        )
+        params = node_params(kind, state.testbed_id, name, memory_mb)
+        return fresh_record(name, kind, node_dir, detach=detach, params=params)
 
     def _start_new(
         self, state: TestbedState, recs: list[NodeRecord], *, timeout: float, owned: bool
@@ -277,7 +208,7 @@ class LocalBackend:
         for attempt in range(1, PORT_CLASH_ATTEMPTS + 1):
             if attempt > 1:  # what the failed boot wrote goes, as for any new node
                 for rec in recs:
-                    _wipe_node_state(Path(rec.node_dir))
+                    wipe_node_state(Path(rec.node_dir))
             names = [n for r in recs for n in self._drivers[r.kind].port_names]
             exclude = state.used_ports() | tried
             ports = iter(pick_free_ports(len(names), exclude=exclude))
@@ -298,13 +229,9 @@ class LocalBackend:
         try:
             self._start_existing(state, recs, timeout=timeout, owned=owned)
         except BaseException:
-            state.nodes = [r for r in state.nodes if r not in recs]
-            if not any(r.kind == "rabbitmq" for r in state.nodes):
+            if not any(r.kind == "rabbitmq" for r in state.nodes if r not in recs):
                 self._procs.stop_epmd(state)
-            if state.nodes or state.epmd:
-                state.save(self.state_path)
-            else:
-                self.state_path.unlink(missing_ok=True)
+            self._forget(state, recs)
             raise
 
     def _start_existing(
@@ -324,69 +251,16 @@ class LocalBackend:
                 launched[rec.name] = time.monotonic()
                 self._procs.launch(rec, state, owned=owned)
             state.save(self.state_path)
-            with ThreadPoolExecutor(len(recs), thread_name_prefix="mqbed-health") as pool:
-                futures = [pool.submit(self._procs.await_healthy, r, deadline) for r in recs]
-                errors = [e for e in (f.exception() for f in futures) if e is not None]
-            if errors:
-                raise errors[0]
+            healthy = await_all(lambda r: self._procs.await_healthy(r, deadline), recs)
         except BaseException:
             self._procs.terminate(state, recs, 10.0, hint=False)
             state.save(self.state_path)
             raise
-        for rec, future in zip(recs, futures, strict=True):
-            rec.startup_seconds = round(future.result() - launched[rec.name], 3)
-            self.startup_seconds[rec.name] = rec.startup_seconds
+        for rec, at in zip(recs, healthy, strict=True):
+            self._record_startup(rec, at - launched[rec.name])
         state.save(self.state_path)
-
-    # ----------------------------------------------------------------- ownership
-
-    def _install_cleanup(self) -> None:
-        if self._cleanup_installed:
-            return
-        self._cleanup_installed = True
-        atexit.register(self._release_owned)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) == signal.SIG_DFL:
-                    signal.signal(sig, _exit_on_signal)
-
-    def _release_owned(self) -> None:
-        """atexit: stop the nodes this process owns (all of them → a full `down`)."""
-        try:
-            state = TestbedState.load(self.state_path)
-            if state is None:
-                return
-            mine = [r for r in state.nodes if not r.detached and r.owner_pid == os.getpid()]
-            if not mine:
-                return
-            if len(mine) == len(state.nodes):
-                self.down(timeout=15.0)
-                return
-            with self._lock:
-                self._procs.terminate(state, mine, 15.0)
-                state.nodes = [r for r in state.nodes if r not in mine]
-                state.save(self.state_path)
-        except Exception as exc:  # at exit there is nobody left to raise to
-            print(f"mqbed: cleanup of {self.home} failed: {exc}", file=sys.stderr)
 
     # ----------------------------------------------------------------- helpers
 
-    def _state(self) -> TestbedState:
-        state = TestbedState.load(self.state_path)
-        if state is None:
-            raise BackendError(f"no testbed running in {self.home} (no {self.state_path})")
-        return state
-
-    @contextlib.contextmanager
-    def _locked_state(self) -> Iterator[TestbedState]:
-        """The state, read under the home lock (`BackendError` when there is no testbed)."""
-        self._state()  # fail before creating a lock file in a home that has no testbed
-        with self._lock:
-            yield self._state()
-
     def _endpoint(self, state: TestbedState, rec: NodeRecord) -> BrokerEndpoint:
         return self._drivers[rec.kind].endpoint(rec, state)
-
-
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.live import Live
 
-from testbed.backends.base import BrokerEndpoint
-from testbed.backends.local import LocalBackend
+from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.provision import node_names
 from testbed.backends.run_homes import RunHome
 from testbed.core.clock import RunClock
@@ -72,8 +71,8 @@ class ReplicationSpec:
     rep: int
     entry: RunHome
     """The run's home: tracks Locust's processes and holds the credentials file."""
-    backend: LocalBackend | None = None
-    """The local brokers this run started (broker faults need them), else None."""
+    backend: Backend | None = None
+    """The backend owning the brokers this run started (broker faults need it), else None."""
     workers: int = 1
     ui: bool = False
     external: tuple[int, Path] | None = None

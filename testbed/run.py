@@ -36,8 +36,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from testbed.backends.base import BrokerEndpoint
-from testbed.backends.local import LocalBackend
+from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.provision import node_names, provisioned
 from testbed.backends.run_homes import RunHome, run_home
 from testbed.brokers import make_adapter
@@ -217,7 +216,7 @@ def _choose(
     scenario: Scenario,
     home: Path,
     endpoint: BrokerEndpoint,
-    owner: LocalBackend | None,
+    owner: Backend | None,
     console: Console,
     options: dict[str, Any],
 ) -> tuple[ProfileChoice, BrokerEndpoint]:

@@ -1,8 +1,9 @@
-"""Provisioning for a run on the non-local backends: ``docker`` and ``external``.
+"""Backends by name (`backend_for`) and provisioning for a run on the non-local backends:
+``docker`` and ``external``.
 
 `provision(scenario, home, run_id)` is a context manager yielding the run's `BrokerEndpoint`;
-`provision_with_backend` also yields the `DockerBackend` that owns the broker (for broker
-faults: it has the local backend's kill/pause/resume/stop/restart/rabbitmqctl methods), or None.
+`provision_with_backend` also yields the `Backend` that owns the broker (a `DockerBackend`, for
+broker faults), or None.
 
 - **docker**: a healthy broker of the scenario's kind that ``mqbed up --backend docker``
   started in `home` is reused (unless the scenario injects broker faults); otherwise the run
@@ -16,20 +17,56 @@ faults: it has the local backend's kill/pause/resume/stop/restart/rabbitmqctl me
 
 from __future__ import annotations
 
-__all__ = ["provision", "provision_with_backend", "running_docker_endpoint"]
+__all__ = [
+    "BACKENDS",
+    "backend_for",
+    "provision",
+    "provision_with_backend",
+    "running_docker_endpoint",
+]
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.backends.base import BrokerEndpoint
+from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.docker import STATE_FILE, DockerBackend
 from testbed.backends.docker_engine import engine_for_run
 from testbed.backends.external import ENV_URLS, ExternalBackend, urls_from_env
 from testbed.core.scenario import Scenario
 from testbed.exceptions import BackendError, ConfigurationError
+
+BACKENDS = ("local", "docker", "external")
+"""The backend names `backend_for` knows (``broker.backend``, ``mqbed up --backend``)."""
+
+
+def backend_for(
+    name: str,
+    home: Path,
+    *,
+    docker_host: str | None = None,
+    urls: Sequence[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Backend:
+    """The backend `name` for the testbed in `home` (nothing is started or contacted yet).
+
+    ``docker``: on the engine `docker_host` (default: the recorded one, else ``$DOCKER_HOST``),
+    `log` receiving image-build progress. ``external``: the brokers of `urls` (default:
+    ``$MQBED_BROKER_URLS``); `home` is not used.
+    """
+    if name == "local":
+        from testbed.backends.local import LocalBackend
+
+        return LocalBackend(home)
+    if name == "docker":
+        return DockerBackend(home, docker_host, log=log)
+    if name == "external":
+        if urls is None:
+            return ExternalBackend(urls_from_env(), source=f"${ENV_URLS}")
+        return ExternalBackend(urls)
+    raise ConfigurationError(f"backend {name!r} is not one of {list(BACKENDS)}")
 
 
 def _progress(message: str) -> None:
@@ -58,7 +95,7 @@ def running_docker_endpoint(home: Path, kind: str) -> BrokerEndpoint | None:
 @contextmanager
 def provision_with_backend(
     scenario: Scenario, home: Path, run_id: str
-) -> Iterator[tuple[BrokerEndpoint, DockerBackend | None]]:
+) -> Iterator[tuple[BrokerEndpoint, Backend | None]]:
     """The run's broker and the backend that owns it (None: not ours to break).
 
     Same contract as `testbed.backends.provision.provisioned` for the local backend: a healthy
@@ -80,7 +117,7 @@ def provision_with_backend(
             f"broker.backend {backend!r}: testbed.backends.factory provisions 'docker' and "
             "'external' (the local backend is provisioned by testbed.backends.provision)"
         )
-    from testbed.backends.provision import needs_own_broker
+    from testbed.backends.provision import needs_own_broker, run_memory_mb
 
     if not needs_own_broker(scenario):
         shared = running_docker_endpoint(home, kind)
@@ -89,12 +126,7 @@ def provision_with_backend(
             return
     with engine_for_run() as docker_host:
         own = DockerBackend(home / "runs" / run_id, docker_host, log=_progress)
-        explicit = "memory_limit" in scenario.broker.model_fields_set
-        memory_mb = (
-            max(64, int(scenario.broker.memory_limit / 1e6))
-            if kind == "activemq" or explicit
-            else None
-        )
+        memory_mb = run_memory_mb(scenario)
         try:
             endpoints = own.up([kind], timeout=120.0, detach=False, memory_limit_mb=memory_mb)
             yield endpoints[0], own

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["provisioned", "needs_own_broker", "node_names"]
+__all__ = ["provisioned", "needs_own_broker", "node_names", "run_memory_mb"]
 
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.backends.base import BrokerEndpoint
+from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_faults import BrokerFault, StochasticFault
@@ -19,7 +19,7 @@ from testbed.exceptions import ConfigurationError
 @contextmanager
 def provisioned(
     scenario: Scenario, home: Path, run_id: str
-) -> Iterator[tuple[BrokerEndpoint, LocalBackend | None]]:
+) -> Iterator[tuple[BrokerEndpoint, Backend | None]]:
     """The broker for the run and the backend that owns it.
 
     A healthy broker from `mqbed up` in `home` is reused (backend None: not ours to break),
@@ -37,7 +37,7 @@ def provisioned(
         from testbed.backends.factory import provision_with_backend
 
         with provision_with_backend(scenario, home, run_id) as pair:
-            yield pair  # type: ignore[misc]  # DockerBackend: LocalBackend's fault methods
+            yield pair
         return
     if not needs_own_broker(scenario):
         shared = LocalBackend(home)
@@ -46,18 +46,24 @@ def provisioned(
                 yield ep, None
                 return
     own = LocalBackend(home / "runs" / run_id)
-    # ActiveMQ's memoryUsage limit always; RabbitMQ's absolute watermark only when the scenario
-    # sets memory_limit (its default relative watermark leaves more room than 256 MB absolute)
-    explicit = "memory_limit" in scenario.broker.model_fields_set
-    memory_mb = (
-        max(64, int(scenario.broker.memory_limit / 1e6)) if kind == "activemq" or explicit else None
-    )
     try:
-        endpoints = own.up([kind], timeout=90.0, detach=False, memory_limit_mb=memory_mb)
+        endpoints = own.up(
+            [kind], timeout=90.0, detach=False, memory_limit_mb=run_memory_mb(scenario)
+        )
         yield endpoints[0], own
     finally:
         own.down(timeout=30.0)
         shutil.rmtree(own.home, ignore_errors=True)
+
+
+def run_memory_mb(scenario: Scenario) -> int | None:
+    """The `memory_limit_mb` a run's own broker is started with: ActiveMQ's memoryUsage limit
+    always; RabbitMQ's absolute watermark only when the scenario sets ``broker.memory_limit``
+    (its default relative watermark leaves more room than 256 MB absolute). At least 64 MB."""
+    explicit = "memory_limit" in scenario.broker.model_fields_set
+    if scenario.broker.kind == "activemq" or explicit:
+        return max(64, int(scenario.broker.memory_limit / 1e6))
+    return None
 
 
 def needs_own_broker(scenario: Scenario) -> bool:

@@ -142,7 +142,7 @@ def calibrate(
     tmp = Path(tempfile.mkdtemp(prefix="mqbed-calibrate-"))
     backend = LocalBackend(tmp)
     try:
-        (ep,) = backend.up([broker_kind], detach=False)  # type: ignore[list-item]
+        (ep,) = backend.up([broker_kind], detach=False)
         say(f"started {broker_kind} {ep.version or ''} in {tmp} "
             f"({backend.startup_seconds.get(ep.name, 0):.1f} s)")  # fmt: skip
         return calibrate_endpoint(

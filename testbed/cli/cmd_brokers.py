@@ -16,19 +16,15 @@ from testbed.core.broker_kinds import KINDS
 
 
 def _start(backend: str, names: list[str], root: Path, nodes: int, timeout: float) -> list[Any]:
-    if backend == "local":
-        from testbed.backends.local import LocalBackend
+    from testbed.backends.factory import backend_for
 
-        return LocalBackend(root).up(names, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
+    docker_host = None
     if backend == "docker":
-        from testbed.backends.docker import DockerBackend
         from testbed.backends.docker_engine import start_engine_for
 
-        docker = DockerBackend(root, start_engine_for(root), log=err.print)
-        return docker.up(names, nodes=nodes, timeout=timeout, detach=True)  # type: ignore[arg-type]
-    from testbed.backends.external import ENV_URLS, ExternalBackend, urls_from_env
-
-    return ExternalBackend(urls_from_env(), source=f"${ENV_URLS}").up(names)  # type: ignore[arg-type]
+        docker_host = start_engine_for(root)
+    brokers = backend_for(backend, root, docker_host=docker_host, log=err.print)
+    return brokers.up(names, nodes=nodes, timeout=timeout, detach=True)
 
 
 def _show(endpoints: list[Any], prometheus_url: str | None, root: Path, elapsed: float) -> None:

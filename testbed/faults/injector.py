@@ -45,7 +45,7 @@ from testbed.core.broker_kinds import KINDS, kind_list
 from testbed.exceptions import FaultError, MqbedError
 
 if TYPE_CHECKING:
-    from testbed.backends.local import LocalBackend
+    from testbed.backends.base import Backend
 
 BROKER_FAULT_KINDS = ("broker_kill", "broker_pause", "broker_restart", "memory_alarm", "disk_alarm")
 _ALARMS = ("memory_alarm", "disk_alarm")
@@ -134,10 +134,11 @@ def supported(fault: Any, broker_kind: str, backend: str = "local") -> str | Non
 
 
 class LocalBrokerFaults:
-    """`BrokerFaults` on the nodes of a `LocalBackend` (processes on this host)."""
+    """`BrokerFaults` on the nodes of a `Backend` that owns them (`LocalBackend`'s processes
+    or `DockerBackend`'s containers; an `ExternalBackend` refuses with `NotOwnedError`)."""
 
     def __init__(
-        self, backend: LocalBackend, *, start_timeout: float = 90.0, ctl_timeout: float = 30.0
+        self, backend: Backend, *, start_timeout: float = 90.0, ctl_timeout: float = 30.0
     ) -> None:
         self.backend = backend
         self.start_timeout = start_timeout

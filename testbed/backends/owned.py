@@ -4,7 +4,8 @@ Both keep a testbed below a `home`: a state file (which nodes this testbed made,
 ports, with which generated credentials) guarded by the home's lock, node directories whose
 data goes on `down`, and nodes owned by this process (``up(detach=False)``) that go when it
 exits — atexit, SIGTERM/SIGHUP (→ ``SystemExit``) and Ctrl-C. What differs (processes or
-containers) is the subclass's: how a node is started, stopped, found running and released.
+containers) is the subclass's: how a node is started, stopped, found running, probed and
+released.
 
 Also here: the checks of `up`'s arguments and what a new node record holds (credentials,
 names, the memory formula), the same for both.

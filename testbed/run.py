@@ -199,11 +199,11 @@ def run_scenario(
             workers=workers, ui=ui, external_workers=external_workers,
             predict=predict, profile=profile, calibration=calibration,
         )  # fmt: skip
-        errors += silent_replications(scenario, result.ledgers)
+        errors += silent_replications(scenario, result.ledgers, run_dir / "measured" / "locust")
         if errors:
             shown = "; ".join(f"{e['target']}: {e['detail']}" for e in errors[:3])
             raise MqbedError(
-                f"{len(errors)} Locust user(s) failed, so the run is not valid ({shown}); "
+                f"the run is not valid: {len(errors)} error(s) of its Locust users ({shown}); "
                 f"records are in {run_dir}"
             )
         if predict:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from testbed.core.scenario_loader import load_scenario
 from testbed.workload.config import WorkerConfig
+from testbed.workload.process import configure_locust
 from testbed.workload.users import build_user_classes
 
+configure_locust()
 globals().update(build_user_classes(load_scenario(WorkerConfig.from_env().scenario_file)))

@@ -3,7 +3,13 @@ ledgers (the computation itself is `testbed.core.ledger`, shared with the simula
 
 from __future__ import annotations
 
-__all__ = ["collect_side", "locust_exceptions", "silent_replications", "user_errors"]
+__all__ = [
+    "collect_side",
+    "locust_exceptions",
+    "locust_log_notes",
+    "silent_replications",
+    "user_errors",
+]
 
 import csv
 import json
@@ -64,14 +70,36 @@ def locust_exceptions(locust_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
-def silent_replications(scenario: Any, ledgers: list[Ledger]) -> list[dict[str, Any]]:
+def locust_log_notes(locust_dir: Path, prefix: str, limit: int = 3) -> list[str]:
+    """The last `limit` warnings, errors and worker-liveness lines of the Locust logs of one
+    replication (``<prefix>*.log``): why its Locust may have stopped early (e.g. "The last
+    worker went missing, stopping test.")."""
+    notes: list[str] = []
+    for log in sorted(locust_dir.glob(f"{prefix}*.log")):
+        try:
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        notes += [f"{log.name}: {line.split(': ', 1)[-1][:200]}" for line in lines
+                  if "/ERROR/" in line or "/WARNING/" in line or "missing" in line]  # fmt: skip
+    return notes[-limit:]
+
+
+def silent_replications(
+    scenario: Any, ledgers: list[Ledger], locust_dir: Path | None = None
+) -> list[dict[str, Any]]:
     """A replication whose producers published nothing is no measurement, whatever hid the
     cause (workers that never reached the broker, records lost with a killed process): an
-    error of the run, never an empty ledger that looks like a quiet success."""
+    error of the run, never an empty ledger that looks like a quiet success. With
+    `locust_dir`, the detail quotes the replication's Locust log lines that may say why."""
     if not scenario.producers:
         return []
-    return [
-        {"t": None, "target": f"replication r{rep}",
-         "detail": "no message was published: see measured/locust/*.log"}
-        for rep, led in enumerate(ledgers) if led.sent == 0
-    ]  # fmt: skip
+    found = []
+    for rep, led in enumerate(ledgers):
+        if led.sent:
+            continue
+        notes = locust_log_notes(locust_dir, f"r{rep}") if locust_dir is not None else []
+        detail = "no message was published: see measured/locust/*.log"
+        found.append({"t": None, "target": f"replication r{rep}",
+                      "detail": detail + "".join(f"; {n}" for n in notes)})  # fmt: skip
+    return found

@@ -16,7 +16,15 @@ delays the start instead of missing the load window.
 
 from __future__ import annotations
 
-__all__ = ["WorkerConfig", "ENV_VAR", "HDR_TYPE", "HDR_ATTEMPT", "T0_PENDING", "ready_marker"]
+__all__ = [
+    "WorkerConfig",
+    "ENV_VAR",
+    "HDR_TYPE",
+    "HDR_ATTEMPT",
+    "T0_PENDING",
+    "WORKER_LIVENESS",
+    "ready_marker",
+]
 
 import json
 import os
@@ -35,6 +43,14 @@ T0_PENDING = 0
 """`t0_ns` of a configuration whose start is not fixed yet (external workers still joining)."""
 HDR_ATTEMPT = "x-mqbed-attempt"
 """Header: delivery attempt number carried by re-enqueued copies (visibility timeout)."""
+WORKER_LIVENESS = 30
+"""Heartbeats (one a second) a Locust master lets a worker miss before it drops the worker.
+Locust's default, 3, drops a worker whose process stalls about 4 s, and when the last one goes
+it stops the whole test. On a loaded 2-core CI machine a compose run with two workers measured
+nothing that way: the master's user count fell from 4 to 0 while the run fixed t=0, and the
+workers, back 3 s later, connected to the broker only to be told to stop. A worker that really
+died is caught by the run itself (its users' records stop, the drain times out, the ledger
+counts the loss), so a long grace costs nothing."""
 
 
 @dataclass(frozen=True)

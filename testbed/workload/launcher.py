@@ -51,6 +51,13 @@ MARKER = "locust"
 """What the command line of every Locust process contains (``python -m locust ...``)."""
 
 
+def worker_args(host: str, port: int) -> list[str]:
+    """Command-line arguments of a Locust worker joining the master at `host`:`port` (local
+    workers and the external worker service alike): warnings only, like the master, so a
+    worker's log says what went wrong instead of the client library's connection chatter."""
+    return ["--worker", "--master-host", host, "--master-port", str(port), "--loglevel", "WARNING"]
+
+
 def worker_env(
     config_path: Path | str, worker_index: int, secrets: Path | str | None = None
 ) -> dict[str, str]:
@@ -172,7 +179,7 @@ class LocustLauncher:
         )
         for i in range(self.workers):
             self._spawn(
-                ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                worker_args("127.0.0.1", port),
                 i + 1,
                 f"{prefix}-worker{i + 1}.log",
             )

@@ -7,10 +7,17 @@ counters, seeded random generators, live instances (crash targets) and the autos
 
 from __future__ import annotations
 
-__all__ = ["LocustStatsListener", "Process", "current_process", "process_state"]
+__all__ = [
+    "LocustStatsListener",
+    "Process",
+    "configure_locust",
+    "current_process",
+    "process_state",
+]
 
 import hashlib
 import itertools
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +26,7 @@ from typing import Any
 import gevent
 import gevent.lock
 import numpy as np
-from locust import events
+from locust import events, runners
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.core.clock import RunClock
@@ -28,7 +35,7 @@ from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
 from testbed.observe.recorder import Recorder
-from testbed.workload.config import ENV_VAR, T0_PENDING, WorkerConfig
+from testbed.workload.config import ENV_VAR, T0_PENDING, WORKER_LIVENESS, WorkerConfig
 from testbed.workload.crashes import run_crash_plan
 from testbed.workload.scaling import CONTROL_KEY, ScaleControl
 
@@ -155,6 +162,22 @@ _STATE: Process | None = None
 _MAKING = gevent.lock.BoundedSemaphore()
 """Held while the state is made: waiting for the run's start yields to the other users'
 greenlets, which must wait for the one state instead of making a second."""
+
+
+def configure_locust() -> None:
+    """Process-wide Locust settings of every mqbed Locust process (the locustfile calls this
+    first): the worker liveness (`testbed.workload.config.WORKER_LIVENESS`), set where Locust's
+    maintainers point for it (``locust.runners.HEARTBEAT_LIVENESS``, locustio/locust#1988 —
+    there is no command-line option), and the runner's INFO lines (workers joining, missing,
+    self-healed, the test stopped) kept in the logs even at ``--loglevel WARNING``."""
+    runners.HEARTBEAT_LIVENESS = WORKER_LIVENESS
+
+    @events.init.add_listener
+    def _runner_lines(**_: Any) -> None:
+        # after Locust's logging set-up, which resets the level of every child of "locust"
+        logging.getLogger("locust.runners").setLevel(logging.INFO)
+
+
 START_WAIT = 300.0
 """Seconds an external worker waits for the run to fix its start (t=0) once it is ready."""
 

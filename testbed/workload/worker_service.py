@@ -32,7 +32,7 @@ from typing import Any
 
 from testbed.backends.external import ENV_URLS
 from testbed.backends.procs import Spawner
-from testbed.workload.launcher import LOCUSTFILE, worker_env
+from testbed.workload.launcher import LOCUSTFILE, worker_args, worker_env
 
 POLL = 0.2
 
@@ -73,8 +73,8 @@ def serve_run(doc: dict[str, Any], index: int, host: str = "127.0.0.1") -> int:
     log_dir = Path(doc["log_dir"])
     log_dir.mkdir(parents=True, exist_ok=True)
     env = worker_env(doc["config"], index, _secrets(doc))
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
-           "--master-host", host, "--master-port", str(doc["master_port"])]  # fmt: skip
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE),
+           *worker_args(host, int(doc["master_port"]))]  # fmt: skip
     with open(log_dir / f"{doc['prefix']}-worker{index}.log", "ab") as log:
         proc = Spawner.spawn(cmd, env=env, cwd=Path.cwd(), log=log, owned=True)
         try:

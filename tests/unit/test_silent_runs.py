@@ -43,3 +43,23 @@ def test_a_replication_that_published_nothing_is_an_error() -> None:
     (err,) = silent_replications(scenario, [busy, quiet])
     assert err["target"] == "replication r1" and "no message was published" in err["detail"]
     assert silent_replications(scenario, [busy, busy]) == []
+
+
+MASTER_LOG = """\
+[2026-11-26 02:13:53,1] vm/INFO/locust.runners: Worker vm_1 failed to send heartbeat, setting state to missing.
+[2026-11-26 02:13:53,2] vm/INFO/locust.runners: The last worker went missing, stopping test.
+ Aggregated   0     0(0.00%) |      0       0       0      0 |    0.00        0.00
+"""
+
+
+def test_a_silent_replication_quotes_why_its_locust_stopped(tmp_path: Path) -> None:
+    """The detail names the replication's own Locust log lines that explain an early stop
+    (a master that dropped its workers), not another replication's."""
+    (tmp_path / "r1-master.log").write_text(MASTER_LOG)
+    (tmp_path / "r0-master.log").write_text("[x] vm/WARNING/locust.main: r0 only\n")
+    scenario, _ = parse_scenario(SCENARIO)
+    busy = Ledger(sent=10, confirmed=10, delivered_unique=10)
+    (err,) = silent_replications(scenario, [busy, Ledger()], tmp_path)
+    assert err["target"] == "replication r1"
+    assert "r1-master.log: The last worker went missing, stopping test." in err["detail"]
+    assert "failed to send heartbeat" in err["detail"] and "r0 only" not in err["detail"]

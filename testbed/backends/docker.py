@@ -66,7 +66,6 @@ class DockerBackend(OwnedBackend):
 
     _NO_STATE: ClassVar[str] = "no docker testbed in"
     _RUNNING: ClassVar[str] = "container(s) running"
-    _DOWN: ClassVar[str] = "mqbed down --backend docker"
 
     def __init__(
         self,

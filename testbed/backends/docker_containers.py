@@ -25,13 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from testbed.backends.docker_engine import HOME_LABEL
 from testbed.backends.docker_nodes import NODE_MOUNT, ContainerDriver
 from testbed.backends.node_driver import NotHealthy, log_tail
 from testbed.backends.owned import Kind, fresh_record, node_params, wipe_node_state
 from testbed.backends.state import NodeRecord
 from testbed.exceptions import BackendError, BrokerStartError
 
-LABEL_HOME = "org.mqbed.home"
+LABEL_HOME = HOME_LABEL
 LABEL_NODE = "org.mqbed.node"
 _DROP_STATS_HANDLER = "gen_event:delete_handler(rabbit_event, rabbit_mgmt_db_handler, [])."
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_ENGINE_ROOT",
     "DockerEngine",
+    "HOME_LABEL",
     "engine_for_run",
+    "reap_orphan_containers",
     "start_engine_for",
     "stop_engine_for",
 ]
@@ -281,7 +283,7 @@ def stop_engine_for(home: Path | str, timeout: float = 30.0) -> bool:
             others = [
                 c
                 for c in client.containers.list()
-                if c.labels.get("org.mqbed.home") != str(Path(home).resolve())
+                if c.labels.get(HOME_LABEL) != str(Path(home).resolve())
             ]
         finally:
             client.close()
@@ -291,3 +293,46 @@ def stop_engine_for(home: Path | str, timeout: float = 30.0) -> bool:
     engine.stop(timeout, recorded=True)
     owner.unlink(missing_ok=True)
     return True
+
+
+HOME_LABEL = "org.mqbed.home"
+"""The label every container mqbed makes carries: the testbed home it belongs to."""
+
+
+def _answering_engines() -> list[str]:
+    """Docker API URLs of the engines mqbed may have used that answer now, without starting
+    one: ``$DOCKER_HOST``, the system daemon, the private engine."""
+    hosts = []
+    env = os.environ.get("DOCKER_HOST")
+    if env:
+        hosts.append(env)
+    if _socket_answers(_SYSTEM_SOCKET):
+        hosts.append(f"unix://{_SYSTEM_SOCKET}")
+    private = DockerEngine()
+    if private.running() and private.host not in hosts:
+        hosts.append(private.host)
+    return hosts
+
+
+def reap_orphan_containers(timeout: float = 30.0) -> list[str]:
+    """Remove the containers mqbed made for a testbed home that no longer exists — a run or a
+    test session killed before its clean-up, whose home (state file included) was then deleted,
+    so no ``mqbed down --home`` can name them any more — on every engine that answers; return
+    their names. A container whose home exists is left alone: that testbed may be in use, and
+    its own ``mqbed down`` stops it."""
+    import docker
+
+    removed: list[str] = []
+    for host in _answering_engines():
+        client = docker.DockerClient(base_url=host, timeout=int(max(timeout, 5)))
+        try:
+            for c in client.containers.list(all=True, filters={"label": HOME_LABEL}):
+                home = c.labels.get(HOME_LABEL, "")
+                if home and not Path(home).exists():
+                    c.remove(force=True)
+                    removed.append(c.name)
+        except docker.errors.DockerException as exc:
+            raise BackendError(f"could not list or remove containers on {host}: {exc}") from exc
+        finally:
+            client.close()
+    return removed

@@ -101,7 +101,7 @@ def down(
     """Stop everything `mqbed up` started (read from the state files) and what killed runs left
     in the home's runs/ (their Locust processes, brokers and homes); leave no process behind."""
     from testbed.backends.docker import STATE_FILE as DOCKER_STATE
-    from testbed.backends.docker_engine import stop_engine_for
+    from testbed.backends.docker_engine import reap_orphan_containers, stop_engine_for
     from testbed.backends.local import LocalBackend
     from testbed.backends.run_homes import reap_run_homes  # what killed runs left
     from testbed.observe.prometheus import PrometheusServer
@@ -116,6 +116,8 @@ def down(
 
             removed = DockerBackend(root).down(timeout=timeout)  # on the engine they were made on
             stopped += [f"{n} (container)" for n in removed]
+        # containers of killed runs or test sessions whose home is gone (no state names them)
+        stopped += [f"{n} (orphaned container)" for n in reap_orphan_containers(timeout)]
         if PrometheusServer(root).stop(timeout):
             stopped.append("prometheus")
         if stop_engine_for(root):

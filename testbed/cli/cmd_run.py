@@ -56,6 +56,29 @@ ExternalOpt = Annotated[
         "`python -m testbed.workload.worker_service`); this run starts the master only.",
     ),
 ]  # fmt: skip
+MasterHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master-bind-host", metavar="ADDRESS", envvar="MQBED_LOCUST_MASTER_HOST",
+        help="With --external-workers: the address the Locust master binds (default "
+        "127.0.0.1; workers on other hosts need one they can reach, or 0.0.0.0).",
+    ),
+]  # fmt: skip
+MasterPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--master-bind-port", min=1, max=65535, metavar="PORT", envvar="MQBED_LOCUST_MASTER_PORT",
+        help="With --external-workers: the port the Locust master binds (default: a free one).",
+    ),
+]  # fmt: skip
+MasterAdvertiseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master-advertise", metavar="ADDRESS", envvar="MQBED_LOCUST_MASTER_ADVERTISE",
+        help="With --external-workers: the address the rendezvous file tells workers to "
+        "connect to (default: the bind address).",
+    ),
+]  # fmt: skip
 ProfileOpt = Annotated[
     Path | None,
     typer.Option(
@@ -169,6 +192,9 @@ def run(
     workers: WorkersOpt = None,
     ui: Annotated[bool, typer.Option("--ui", help="Open Locust's web UI (127.0.0.1).")] = False,
     external_workers: ExternalOpt = 0,
+    master_bind_host: MasterHostOpt = None,
+    master_bind_port: MasterPortOpt = None,
+    master_advertise: MasterAdvertiseOpt = None,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Skip the Spark analysis and report.html.")
     ] = False,
@@ -195,6 +221,7 @@ def run(
             raise typer.BadParameter(
                 f"{shown} need the analysis; drop --no-report", param_hint="--threshold"
             )
+        _master_address(master_bind_host, master_bind_port, master_advertise)
         prometheus = PrometheusServer(testbed_home(home))
         if prometheus.running():  # started by `mqbed up --with-prometheus`: export to it
             os.environ.setdefault(ENV_SD_DIR, str(prometheus.sd_dir))
@@ -220,3 +247,14 @@ def run(
         missed = [r.threshold.text for r in results if not r.ok]
         if missed:
             raise ThresholdMiss(f"{len(missed)} threshold(s) missed: {'; '.join(missed)}")
+
+
+def _master_address(host: str | None, port: int | None, advertise: str | None) -> None:
+    """Hand the master's bind address, port and advertised address to the Locust launcher
+    (which reads them from the environment, as compose sets them)."""
+    from testbed.workload.launcher import ENV_MASTER_ADVERTISE, ENV_MASTER_HOST, ENV_MASTER_PORT
+
+    for name, value in ((ENV_MASTER_HOST, host), (ENV_MASTER_PORT, port),
+                        (ENV_MASTER_ADVERTISE, advertise)):  # fmt: skip
+        if value is not None:
+            os.environ[name] = str(value)

@@ -14,6 +14,8 @@ from __future__ import annotations
 __all__ = [
     "LocustLauncher",
     "write_rendezvous",
+    "ENV_MASTER_ADVERTISE",
+    "ENV_MASTER_HOST",
     "ENV_MASTER_PORT",
     "ENV_WEB_HOST",
     "ENV_WEB_PORT",
@@ -37,8 +39,17 @@ from testbed.workload.credentials import ENV_SECRETS
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "workloads" / "locustfile.py"
 
 
+ENV_MASTER_HOST = "MQBED_LOCUST_MASTER_HOST"
+"""Address the master binds for external workers (``mqbed run --master-bind-host``):
+127.0.0.1 unless set; workers on other hosts need an address of this host they can reach (or
+0.0.0.0 with ``ENV_MASTER_ADVERTISE``)."""
 ENV_MASTER_PORT = "MQBED_LOCUST_MASTER_PORT"
-"""Port the master binds for external workers (compose sets it); a free one otherwise."""
+"""Port the master binds for external workers (``--master-bind-port``; compose sets it); a
+free one otherwise."""
+ENV_MASTER_ADVERTISE = "MQBED_LOCUST_MASTER_ADVERTISE"
+"""Address the rendezvous file tells workers to connect to (``--master-advertise``): the bind
+address unless set; required when the master binds a wildcard address."""
+WILDCARDS = ("0.0.0.0", "::", "*", "")
 ENV_WEB_PORT = "MQBED_LOCUST_WEB_PORT"
 """Port of Locust's web UI (`--ui`); compose sets it from .env and publishes it on the host's
 127.0.0.1. A free port otherwise."""
@@ -80,9 +91,19 @@ def write_rendezvous(path: Path, doc: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-def _free_port() -> int:
+def master_address() -> tuple[str, str | None]:
+    """(bind address, advertised address) of a master for external workers, from the
+    environment (``ENV_MASTER_HOST``, ``ENV_MASTER_ADVERTISE``); the advertised one is None when
+    the master binds a wildcard address and nothing says which one workers should use (each
+    worker service then needs its own ``--master-host``)."""
+    host = os.environ.get(ENV_MASTER_HOST) or "127.0.0.1"
+    advertise = os.environ.get(ENV_MASTER_ADVERTISE) or (None if host in WILDCARDS else host)
+    return host, advertise
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("127.0.0.1" if host in WILDCARDS else host, 0))
         return int(s.getsockname()[1])
 
 
@@ -187,9 +208,10 @@ class LocustLauncher:
     def _start_for_external(self, prefix: str, args: list[str]) -> None:
         """The master only; the workers are told where it is through the rendezvous file."""
         assert self.rendezvous is not None
-        port = int(os.environ.get(ENV_MASTER_PORT) or _free_port())
+        host, advertise = master_address()
+        port = int(os.environ.get(ENV_MASTER_PORT) or _free_port(host))
         self._spawn(
-            [*args, "--master", "--master-bind-host", "127.0.0.1",
+            [*args, "--master", "--master-bind-host", host,
              "--master-bind-port", str(port), "--expect-workers", str(self.external_workers),
              "--expect-workers-max-wait", str(EXPECT_WORKERS_WAIT)],
             0,
@@ -201,6 +223,7 @@ class LocustLauncher:
                 "seq": f"{self.config_path.parent.name}.{prefix}",
                 "config": str(self.config_path),
                 "secrets": str(self.secrets) if self.secrets else None,
+                "master_host": advertise,
                 "master_port": port,
                 "workers": self.external_workers,
                 "log_dir": str(self.out_dir),

@@ -2,11 +2,11 @@
 
 ``python -m testbed.workload.worker_service --rendezvous RUNS/.locust/current.json`` waits for
 ``mqbed run --external-workers N`` to publish a run in the rendezvous file (the run's worker
-configuration, the master's port, how many workers it expects, a deadline), claims one of the
-N worker slots (an exclusive claim file beside it, so two services never take the same index),
-runs ``locust --worker`` for that run with the slot as ``MQBED_WORKER_INDEX`` (instance names
-and message ids stay unique), waits until the master ends it — or the deadline passes — and
-then waits for the next run. Compose's ``locust-worker`` service runs this; ``--scale
+configuration, the master's address and port, how many workers it expects, a deadline),
+claims one of the N worker slots (an exclusive claim file beside it, so two services never take
+the same index), runs ``locust --worker`` for that run with the slot as ``MQBED_WORKER_INDEX``
+(instance names and message ids stay unique), waits until the master ends it — or the deadline
+passes — and then waits for the next run. Compose's ``locust-worker`` service runs this; ``--scale
 locust-worker=N`` gives N of them. Locust builds its user classes from the scenario when it
 imports the locustfile, so a worker process is started per run, after the run exists.
 
@@ -16,6 +16,16 @@ service's workers take the credentials from its own ``$MQBED_BROKER_URLS`` (comp
 else from the run's 0600 credentials file when this host and user can read it. Each worker
 dies with the service (``PR_SET_PDEATHSIG``). ``--once`` serves one run and exits (tests);
 ``--max-idle`` bounds the wait for a run.
+
+A worker on another host needs: the run directory at the same path (a shared filesystem: the
+rendezvous file names the worker configuration, ``config``, and the log directory,
+``log_dir``, by absolute path), the broker reachable at the endpoint that configuration names,
+its credentials in ``$MQBED_BROKER_URLS``, and the master reachable at ``master_host``:
+``master_port`` (``mqbed run --master-bind-host``/``--master-advertise``/``--master-bind-port``;
+``master_host`` is null when the master binds a wildcard address without an advertised one,
+and ``--master-host`` then says where it is). The other keys: ``seq`` (the run's id and
+replication), ``workers`` (slots), ``prefix`` (log names), ``deadline`` (epoch seconds after
+which the run no longer takes workers).
 """
 
 from __future__ import annotations
@@ -112,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         "(RUNS/.locust/current.json, on a volume shared with the run)",
     )
     ap.add_argument(
-        "--master-host", default="127.0.0.1", help="host of the Locust master (default 127.0.0.1)"
+        "--master-host",
+        default=None,
+        help="address of the Locust master (default: the one the run publishes in the "
+        "rendezvous file, else 127.0.0.1)",
     )
     ap.add_argument("--once", action="store_true", help="serve one run, then exit")
     ap.add_argument("--max-idle", type=float, default=None, metavar="SECONDS",
@@ -126,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             served.add(doc["seq"])
             index = claim_slot(a.rendezvous, doc)
             if index is not None:
-                print(f"worker {index} for {doc['seq']}", flush=True)
-                rc = serve_run(doc, index, a.master_host)
+                host = a.master_host or doc.get("master_host") or "127.0.0.1"
+                print(f"worker {index} for {doc['seq']} at {host}:{doc['master_port']}", flush=True)
+                rc = serve_run(doc, index, host)
                 print(f"worker {index} for {doc['seq']} exited {rc}", flush=True)
                 if a.once:
                     return 0

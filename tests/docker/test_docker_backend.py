@@ -110,6 +110,42 @@ def test_down_from_another_object_removes_every_container(
         other.kill_node("activemq0")
 
 
+def test_mqbed_down_removes_containers_whose_home_is_gone(
+    docker_client: Any, broker_images: dict[str, str], tmp_path: Any
+) -> None:
+    """A run or test session killed before its clean-up, whose home was then deleted, leaves
+    containers no state file names: `mqbed down` (any home) removes those, and only those."""
+    import uuid
+
+    from typer.testing import CliRunner
+
+    from testbed.cli import app
+
+    homes = {"orphan": tmp_path / "deleted-home", "owned": tmp_path / "live-home"}
+    homes["owned"].mkdir()
+    made = {}
+    try:
+        for role, home in homes.items():
+            made[role] = docker_client.containers.run(
+                broker_images["rabbitmq"], ["300"], entrypoint=["sleep"], detach=True,
+                network_mode="host", name=f"mqbed-test-{role}-{uuid.uuid4().hex[:8]}",
+                labels={"org.mqbed.home": str(home)},
+            )  # fmt: skip
+        result = CliRunner().invoke(app, ["down", "--home", str(tmp_path / "h"), "--json"])
+        assert result.exit_code == 0, result.output
+        stopped = json.loads(result.stdout)["stopped"]
+        assert f"{made['orphan'].name} (orphaned container)" in stopped, stopped
+        assert not any(made["owned"].name in s for s in stopped), stopped
+        names = {c.name for c in docker_client.containers.list(all=True)}
+        assert made["orphan"].name not in names and made["owned"].name in names
+    finally:
+        for c in made.values():
+            try:
+                c.remove(force=True)
+            except Exception:  # noqa: BLE001 - already gone (the orphan, removed by down)
+                pass
+
+
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
 def test_pause_stalls_the_broker_and_resume_lets_it_finish(
     kind: str, fresh_backend: Callable[[str], DockerBackend]

@@ -48,9 +48,26 @@ def _service(rendezvous: Path) -> subprocess.Popen[bytes]:
 pytestmark = pytest.mark.integration
 
 
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 def test_external_worker_services_serve_a_run(
-    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+    tmp_path: Path,
+    local_backend: LocalBackend,
+    rabbitmq: BrokerEndpoint,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The master binds the address and port it is given (here 127.0.0.2, a loopback address
+    nothing else uses, as `--master-bind-host`/`--master-bind-port` set them) and the worker
+    services, given no --master-host, join it where the rendezvous file says."""
+    port = _free_port("127.0.0.2")
+    monkeypatch.setenv("MQBED_LOCUST_MASTER_HOST", "127.0.0.2")
+    monkeypatch.setenv("MQBED_LOCUST_MASTER_PORT", str(port))
     runs = tmp_path / "runs"
     rendezvous = runs / ".locust" / "current.json"
     services = [_service(rendezvous)]
@@ -74,6 +91,7 @@ def test_external_worker_services_serve_a_run(
                 s.wait(timeout=10)
     claimed = sorted(o.split()[1] for o in outputs)
     assert claimed == ["1", "2"], outputs  # each service took its own slot
+    assert all(f" at 127.0.0.2:{port}\n" in o for o in outputs), outputs  # where the run said
     measured = result.run_dir / "measured"
     ledger = json.loads((measured / "ledger.json").read_text())
     assert ledger["lost"] == 0 and ledger["sent"] == ledger["delivered_unique"] > 250

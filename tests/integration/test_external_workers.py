@@ -23,6 +23,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.exceptions import MqbedError
 from testbed.run import run_scenario
+from testbed.workload.launcher import _free_port
 
 LATE = 16.0
 """Seconds the second worker service starts after the run: beyond the fixed 15 s head start
@@ -46,14 +47,6 @@ def _service(rendezvous: Path) -> subprocess.Popen[bytes]:
 
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def test_external_worker_services_serve_a_run(

@@ -37,7 +37,7 @@ lint: venv
 	$(BIN)/lint-imports
 
 test: setup lint
-	MQBED_GATE_PHASE=defer $(BIN)/pytest $(PYTEST_PARALLEL) --durations=25
+	MQBED_GATE_PHASE=defer $(BIN)/pytest $(PYTEST_PARALLEL) --durations=60
 	MQBED_GATE_PHASE=only $(BIN)/pytest --durations=5
 
 unit: venv

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
+from testbed.core.profile import shipped_profile_path
 from testbed.sweep import sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -45,6 +46,9 @@ def test_two_point_sweep_writes_curves_and_capacity(
         out_dir=tmp_path / "out",
         sla_p95=0.5,
         console=Console(stderr=True, quiet=True),
+        # the sweep's machinery is tested here, not the accuracy: the shipped profile, so no
+        # calibration (a minute, two on a busy machine) runs before the first point
+        profile=shipped_profile_path("rabbitmq", "pika"),
     )
     doc = json.loads((root / "sweep.json").read_text())
     assert doc["parameter"] == "producers[orders].arrival.rate"

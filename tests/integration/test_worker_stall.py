@@ -55,11 +55,19 @@ def _t0_ns(runs: Path, deadline: float) -> int:
     raise AssertionError("the run never fixed its t=0")
 
 
+def _is_worker(proc: psutil.Process) -> bool:
+    """A live Locust worker; a child that has exited meanwhile (a zombie not yet reaped by the
+    run, seen in make test) is not one."""
+    try:
+        return proc.is_running() and "--worker" in proc.cmdline()
+    except psutil.Error:
+        return False
+
+
 def _locust_workers(deadline: float) -> list[psutil.Process]:
     """This test's two Locust worker processes (children of this process, started by the run)."""
     while time.monotonic() < deadline:
-        found = [c for c in psutil.Process().children(recursive=True)
-                 if c.is_running() and "--worker" in c.cmdline()]  # fmt: skip
+        found = [c for c in psutil.Process().children(recursive=True) if _is_worker(c)]
         if len(found) == 2:
             return found
         time.sleep(0.1)

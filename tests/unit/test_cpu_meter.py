@@ -11,12 +11,38 @@ import pytest
 from testbed.calibration.client_path import CpuMeter
 
 
-def test_own_busy_loop_is_not_foreign() -> None:
+def test_own_cpu_is_not_foreign(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine whose only work is this process's own busy loop has no foreign load (the
+    machine's counter is faked to this process's CPU time: the real one also holds whatever
+    else runs beside the test, e.g. the other pytest-xdist worker)."""
+    me = psutil.Process()
+
+    def cpu_times() -> SimpleNamespace:
+        own = me.cpu_times()
+        return SimpleNamespace(user=own.user, nice=0.0, system=own.system, steal=0.0)
+
+    monkeypatch.setattr(psutil, "cpu_times", cpu_times)
     meter = CpuMeter()
     end = time.monotonic() + 0.5
     while time.monotonic() < end:  # this process's own CPU: never foreign
         pass
-    assert meter.foreign_cores() < 0.5
+    assert meter.foreign_cores() < 0.05
+    assert meter.steal_cores() == 0.0
+
+
+def test_other_processes_cpu_is_foreign(monkeypatch: pytest.MonkeyPatch) -> None:
+    me = psutil.Process()
+    other = {"s": 0.0}
+
+    def cpu_times() -> SimpleNamespace:
+        own = me.cpu_times()
+        return SimpleNamespace(user=own.user + other["s"], nice=0.0, system=own.system, steal=0.0)
+
+    monkeypatch.setattr(psutil, "cpu_times", cpu_times)
+    meter = CpuMeter()
+    time.sleep(0.2)
+    other["s"] = 0.2  # another process used 0.2 CPU-seconds over ~0.2 s: ~1 core
+    assert 0.5 < meter.foreign_cores() < 1.05
 
 
 def test_steal_counts_as_foreign_load(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -266,18 +266,16 @@ class CpuMeter:
             except psutil.Error:
                 continue
         self.t0 = time.monotonic()
-        self.machine0 = self._machine()
-        self.steal0 = self._steal()
+        self.machine0, self.steal0 = self._machine()
         self.tree0 = self._tree()
 
     @staticmethod
-    def _steal() -> float:
-        return float(getattr(psutil.cpu_times(), "steal", 0.0))
-
-    @staticmethod
-    def _machine() -> float:
+    def _machine() -> tuple[float, float]:
+        """(CPU seconds the machine was busy, including steal; of them, steal)."""
         t = psutil.cpu_times()
-        return float(t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0))
+        steal = float(getattr(t, "steal", 0.0))
+        busy = t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0)
+        return float(busy) + steal, steal
 
     def _tree(self) -> dict[int, float]:
         out = {}
@@ -298,16 +296,16 @@ class CpuMeter:
     def steal_cores(self) -> float:
         """Average cores taken by the hypervisor (steal) since construction."""
         wall = max(time.monotonic() - self.t0, 1e-6)
-        return max(self._steal() - self.steal0, 0.0) / wall
+        return max(self._machine()[1] - self.steal0, 0.0) / wall
 
     def foreign_cores(self) -> float:
         """Average cores used by processes outside this tree, or stolen by the hypervisor,
         since construction."""
         wall = max(time.monotonic() - self.t0, 1e-6)
-        machine = self._machine() - self.machine0
+        machine = self._machine()[0] - self.machine0
         now = self._tree()
         ours = sum(max(v - self.tree0.get(pid, 0.0), 0.0) for pid, v in now.items())
-        return max(machine - ours, 0.0) / wall + self.steal_cores()
+        return max(machine - ours, 0.0) / wall
 
 
 Replicate = Callable[[Path, Path], pd.DataFrame]

@@ -3,6 +3,7 @@ It fails only on broken machinery, never on a noisy number."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,6 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
 
 
 def _judge_and_rejudge(quick: list[str], out: Path, tmp_path: Path, only: str) -> None:
-    import json
-
     result = CliRunner().invoke(app, quick)
     assert result.exit_code == 0, result.output
     doc = json.loads(out.with_suffix(".json").read_text())

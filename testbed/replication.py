@@ -49,12 +49,17 @@ from testbed.workload.topology import all_queue_names
 if TYPE_CHECKING:
     from testbed.control.autoscaler import LiveAutoscaler
 
-STARTUP_MARGIN = 5.0
-"""Seconds between launching Locust and t=0, for processes to import (~2 s) and connect.
+STARTUP_MARGIN = 3.0
+"""Least seconds between launching Locust and t=0 in a scenario with faults.
 
-The topology is declared before that, so a fault at t=0 comes ≥ 5 s after the declaration:
-RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed within ~2 s of
-its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
+The topology is declared before the launch, so a fault at t=0 comes ≥ 3 s after the
+declaration: RabbitMQ 3.10 can lose a durable queue (and its confirmed messages) killed within
+~2 s of its declaration (tests/integration/faultkit.py, DURABLE_SETTLE_S)."""
+READY_MARGIN = 1.0
+"""Seconds between the last Locust process being ready and t=0 (plus 20 ms per user): its
+other users spawn (all within a second, the spawn rate being the user count) and connect."""
+LOCAL_READY_WAIT = 30.0
+"""Seconds a run waits for its own Locust processes to be ready before it gives up."""
 EXTERNAL_READY_WAIT = EXPECT_WORKERS_WAIT + 30.0
 """Seconds a run waits for all its external workers to be ready before it gives up."""
 INTERRUPTED_STOP = 6.0
@@ -118,11 +123,13 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     """Build every part of the replication, then start the fault runner (if any), the
     sampler, the autoscaler (if any) and Locust, and track Locust's processes.
 
-    With external workers Locust starts first and t=0 is fixed only once every worker is ready
-    (`_await_external`): a worker that imports slowly delays the start, never the load."""
+    Locust starts first, its workers told that t=0 is pending; t=0 is fixed once each Locust
+    process running users is ready (`_await_ready`), `READY_MARGIN` later (with faults, never
+    before `STARTUP_MARGIN` after the launch). A process that imports slowly (a busy machine,
+    an external worker on another host) so delays the start, never the load; on an idle
+    machine a run starts ~2.5 s after the launch instead of waiting a fixed 5 s."""
     scenario, rep, measured = spec.scenario, spec.rep, spec.measured
     users = user_count(scenario)  # a scaled group has one user per slot
-    margin = STARTUP_MARGIN + 0.02 * users
     proxy = (
         FaultProxy(seed=spec.seed, api_port=None).start() if needs_proxy(scenario.faults) else None
     )
@@ -133,24 +140,28 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     config_path = spec.run_dir / f"worker-config.r{rep}.json"
     secrets = spec.entry.secrets_path(rep)
     tail = scenario.duration + scenario.drain_timeout + 5
-    if spec.external:
-        _worker_config(spec, client_eps, T0_PENDING).write(config_path, secrets=secrets)
-        locust = _launcher(spec, config_path, users, EXPECT_WORKERS_WAIT + margin + tail)
-        locust.start(f"r{rep}")
-        spec.entry.track(locust.refs())
-        try:
-            _await_external(locust, config_path, spec.external[0])
-        except BaseException:
-            locust.stop(timeout=INTERRUPTED_STOP)
-            if proxy is not None:
-                proxy.stop()
-            raise
-    t0_ns = time.time_ns() + int(margin * 1e9)
+    wait = EXTERNAL_READY_WAIT if spec.external else LOCAL_READY_WAIT
+    margin = READY_MARGIN + 0.02 * users
+    _worker_config(spec, client_eps, T0_PENDING).write(config_path, secrets=secrets)
+    locust = _launcher(spec, config_path, users, wait + STARTUP_MARGIN + margin + tail)
+    launched = time.monotonic()
+    locust.start(f"r{rep}")
+    spec.entry.track(locust.refs())
+    try:
+        _await_ready(spec, locust, config_path, users, wait)
+    except BaseException:
+        locust.stop(timeout=INTERRUPTED_STOP)
+        if proxy is not None:
+            proxy.stop()
+        raise
+    floor = STARTUP_MARGIN if scenario.faults else 0.0
+    lead = max(margin, floor - (time.monotonic() - launched))
+    t0_ns = time.time_ns() + int(lead * 1e9)
     clock = RunClock(t0_ns)
     config = _worker_config(spec, client_eps, t0_ns)
-    config.write(config_path, secrets=secrets)
-    if not spec.external:
-        locust = _launcher(spec, config_path, users, margin + tail)
+    config.write(config_path, secrets=secrets)  # t=0 fixed: the waiting users go at t=0
+    for marker in _markers(config_path):
+        marker.unlink(missing_ok=True)
     # Prometheus exporter of this process (MQBED_PROMETHEUS_SD_DIR set, e.g. by `mqbed up
     # --with-prometheus` or compose): run events, fault events and the broker poller's gauges
     exporter = exporter_from_env(f"control-r{rep}", run_id=spec.run_dir.name)
@@ -164,9 +175,6 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     sampler.start()
     if scaler is not None:
         scaler.start()
-    if not spec.external:
-        locust.start(f"r{rep}")
-        spec.entry.track(locust.refs())
     return _Parts(
         clock=clock,
         locust=locust,
@@ -190,23 +198,43 @@ def _launcher(
                           secrets=spec.entry.secrets_path(spec.rep))  # fmt: skip
 
 
-def _await_external(locust: LocustLauncher, config_path: Path, workers: int) -> None:
-    """Wait (at most `EXTERNAL_READY_WAIT`) until each of the `workers` external workers has
-    left its ready marker beside the configuration; raise naming how many came."""
-    deadline = time.monotonic() + EXTERNAL_READY_WAIT
-    while True:
-        ready = [i for i in range(1, workers + 1) if ready_marker(config_path, i).exists()]
-        if len(ready) == workers:
+def _markers(config_path: Path) -> list[Path]:
+    return sorted(config_path.parent.glob(f"{config_path.stem}.ready*"))
+
+
+def _await_ready(
+    spec: ReplicationSpec, locust: LocustLauncher, config_path: Path, users: int, wait: float
+) -> None:
+    """Wait (at most `wait` s) until each Locust process that runs users has left its ready
+    marker beside the configuration (`testbed.workload.config.ready_marker`): the external
+    workers, or this run's own processes (a single one, or the workers but not the master;
+    never more processes than users). Raise naming how many came."""
+    if spec.external:
+        expected = list(range(1, spec.external[0] + 1))
+    elif spec.workers <= 1:
+        expected = [0]
+    else:
+        expected = list(range(1, spec.workers + 1))
+    need = len(expected) if spec.external else min(len(expected), users)
+    deadline = time.monotonic() + wait
+    while need > 0:
+        ready = [i for i in expected if ready_marker(config_path, i).exists()]
+        if len(ready) >= need:
             return
         locust.check_started()
         if not locust.alive() or time.monotonic() > deadline:
+            if spec.external:
+                raise MqbedError(
+                    f"{len(ready)} of {need} external Locust workers ready (slots "
+                    f"{ready or '-'}) after {wait:g} s: are the worker services running and "
+                    f"watching {locust.rendezvous}? (compose: --profile distributed up -d "
+                    f"--scale locust-worker={need})"
+                )
             raise MqbedError(
-                f"{len(ready)} of {workers} external Locust workers ready (slots {ready or '-'}) "
-                f"after {EXTERNAL_READY_WAIT:g} s: are the worker services running and "
-                f"watching {locust.rendezvous}? (compose: --profile distributed up -d "
-                f"--scale locust-worker={workers})"
+                f"{len(ready)} of {need} Locust processes ready after {wait:g} s (a process "
+                f"is ready when its first user starts): see their logs in {locust.out_dir}"
             )
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 def _worker_config(

@@ -38,7 +38,12 @@ from rich.console import Console
 
 from testbed.analysis.session import spark_scope
 from testbed.analysis.summary import JUDGED
-from testbed.compare.intervals import RESAMPLES, bonferroni_level, diff_interval
+from testbed.compare.intervals import (
+    MIN_REPLICATIONS,
+    RESAMPLES,
+    bonferroni_level,
+    diff_interval,
+)
 from testbed.compare.runs import MeasuredRun, check_run_dir, load_measured
 from testbed.compare.table import LABELS, UNITS, markdown_table, print_table
 from testbed.exceptions import ConfigurationError
@@ -90,6 +95,18 @@ def _comparison(baseline: MeasuredRun, other: MeasuredRun, level: float) -> dict
 def _warnings(runs: list[MeasuredRun]) -> list[str]:
     base = runs[0]
     out = []
+    few = [r.run_id for r in runs if len(r.replications) < MIN_REPLICATIONS]
+    if few:
+        # Slices of one run hold the noise within that run, not between runs: two seeds of
+        # one 3.5-s RabbitMQ scenario, run a minute apart on an idle machine, came out with
+        # medians of 1.74 and 1.14 ms, "significant" by the slices of each run.
+        out.append(
+            f"{', '.join(few)}: fewer than {MIN_REPLICATIONS} replications, so the intervals "
+            "resample slices within each run; they hold the noise inside a run but not from "
+            "one run to the next (machine state, broker warm-up), and a difference between "
+            f"single runs may be the machine's. Set replications: {MIN_REPLICATIONS} or more "
+            "to judge a change across runs"
+        )
     for run in runs[1:]:
         if run.scenario != base.scenario:
             out.append(

@@ -46,7 +46,9 @@ def test_two_seeds_differ_in_nothing_and_slower_latency_is_found(tmp_path: Path)
     console = Console(stderr=True, record=True, width=160)
     doc = compare_runs([a, b, c], tmp_path / "cmp", console)
 
-    assert doc["baseline"] == a.name and doc["warnings"] == []
+    assert doc["baseline"] == a.name
+    (few,) = doc["warnings"]  # single runs: the intervals cannot hold run-to-run noise
+    assert few.startswith(f"{a.name}, {b.name}, {c.name}: fewer than 3 replications"), few
     assert doc["per_metric_level"] == pytest.approx(1 - 0.05 / len(COMPARED))
     same, slower = doc["comparisons"]
     assert same["same_scenario"] and same["same_settings"]

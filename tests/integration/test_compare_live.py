@@ -2,6 +2,9 @@
 consumer on a queue. With prefetch 1 the slow consumer holds one message at a time; with
 prefetch 50 it hoards half the messages and serves them one by one, 100 ms each: a large,
 designed latency difference. Two seeds of the prefetch-1 scenario must differ in nothing.
+Each run has three replications, so the intervals resample replications and hold the noise
+from one replication to the next: with one replication each, two seeds a minute apart once
+came out with medians of 1.74 and 1.14 ms, "significant" by the slices of each run.
 
 Spark: the analysis tests' session fixture (one JVM per test process, reused by `compare_runs`).
 """
@@ -28,8 +31,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.gate, pytest.mark.xdist_group
 SCENARIO = """\
 name: compare-prefetch-{prefetch}
 seed: {seed}
-duration: 3.5s
+duration: 3s
 warmup: 0.5s
+replications: 3
 drain_timeout: 20s
 broker: {{kind: rabbitmq}}
 topology:
@@ -70,15 +74,11 @@ def test_prefetch_difference_is_significant_and_two_seeds_are_not(
 
     assert seeds["same_scenario"] and seeds["same_settings"]  # the seed aside
     assert seeds["significant"] == [], shown
-    tails = {"latency_p95_s", "latency_p99_s"}  # ~100 latencies: too few to judge their tails
-    assert all(m["method"] in ("blocks", "poisson") for m in seeds["metrics"]
-               if m["metric"] not in tails), shown  # fmt: skip
+    assert all(m["method"] == "replications" for m in seeds["metrics"]), shown
 
     assert len(doc["warnings"]) == 1 and "compare-prefetch-50" in doc["warnings"][0]
     assert "latency_mean_s" in prefetch["significant"], shown  # the median may fall either side
     m = {e["metric"]: e for e in prefetch["metrics"]}
     assert m["latency_mean_s"]["interval"][0] > 0.1, shown  # hoarded: waits of 100 ms services
-    for name in ("latency_p95_s", "latency_p99_s"):  # ~100 latencies: too few for their tails
-        assert m[name]["method"] == "none" and m[name]["significant"] is None, shown
     assert m["losses"]["other"] == m["duplicates"]["other"] == 0
     assert Path(doc["files"]["html"]).read_text().count('class="comparison"') == 2

@@ -259,6 +259,35 @@ consumers:
     assert logs == ["r0-master.log", "r0-worker1.log", "r0-worker2.log"]
 
 
+def test_t0_waits_for_every_process_with_users_and_no_more(
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    """Three workers for two users: t=0 is fixed once the two processes that got a user are
+    ready (the third never will be), the load starts at t=0 rather than late, and the ready
+    markers are gone from the run directory."""
+    run_dir = live(
+        tmp_path,
+        local_backend.home,
+        """
+name: fewer-users
+duration: 2s
+topology: {queues: [{name: fq}]}
+producers:
+  - {name: p, queue: fq, arrival: {kind: constant, rate: 50/s}, confirms: true}
+consumers:
+  - {name: c, queue: fq}
+""",
+        workers=3,
+    )
+    m, d, _, ledger = tables(run_dir)
+    assert ledger["lost"] == 0 and ledger["sent"] == ledger["delivered_unique"] >= 95
+    # the constant schedule's first send is due at t=0: ready users send it on time
+    assert 0 <= m.t_publish.min() < 0.1, m.t_publish.min()
+    assert not list(run_dir.glob("*.ready*"))
+    config = json.loads((run_dir / "worker-config.r0.json").read_text())
+    assert config["t0_ns"] > 0
+
+
 @pytest.mark.parametrize("broker", BROKERS, indirect=True)
 def test_client_crashes_redeliver_and_restart(
     tmp_path: Path, local_backend: LocalBackend, broker: BrokerEndpoint

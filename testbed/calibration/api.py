@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from testbed.backends.base import BrokerEndpoint
-from testbed.calibration.assemble import write_outputs
+from testbed.calibration.profile_files import write_outputs
 from testbed.calibration.protocol import Protocol, run_protocol
 from testbed.core.broker_kinds import KINDS, load
 from testbed.exceptions import ConfigurationError

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from testbed.calibration.assemble import write_outputs
 from testbed.calibration.bench import MemoryProbe, PipeProbe, PointStats
 from testbed.calibration.fitting import Summary
+from testbed.calibration.profile_files import write_outputs
 from testbed.calibration.protocol import CalibrationData, Protocol
 from testbed.core.profile import Profile
 from testbed.exceptions import ConfigurationError, MqbedError

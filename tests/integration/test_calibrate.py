@@ -12,7 +12,7 @@ import pytest
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.calibration.api import calibrate_endpoint
-from testbed.calibration.assemble import sidecar_path
+from testbed.calibration.profile_files import sidecar_path
 from testbed.core.profile import default_profile, load_profile
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from emulator.sim.costs import derive_costs
-from testbed.calibration.assemble import assemble, render_yaml, sidecar_path, write_outputs
+from testbed.calibration.assemble import assemble
 from testbed.calibration.bench import MemoryProbe, PipeProbe, PointStats, StreamRecord, StreamSpec
 from testbed.calibration.bench import point_stats as reduce_point
 from testbed.calibration.fitting import (
@@ -22,6 +22,7 @@ from testbed.calibration.fitting import (
     summarize,
     union_moments,
 )
+from testbed.calibration.profile_files import render_yaml, sidecar_path, write_outputs
 from testbed.calibration.protocol import CalibrationData, Protocol
 from testbed.calibration.reassemble import load_measurements, reassemble
 from testbed.core.profile import Profile, load_profile

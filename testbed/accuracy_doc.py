@@ -63,6 +63,8 @@ def _fmt(v: Any, metric: str = "") -> str:
         if metric.startswith("latency") and metric.endswith("_s"):
             return f"{v * 1e3:.3g} ms"
         return f"{v:.4g}"
+    if isinstance(v, dict):  # a check's sides, e.g. the saturation point measured / predicted
+        return ", ".join(f"{k} {_fmt(x, metric)}" for k, x in v.items())
     return str(v)
 
 

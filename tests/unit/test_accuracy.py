@@ -64,7 +64,10 @@ def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
                  "inside_measured_ci": False},
             ],
             "checks": [{"check": "fan-out latency mean", "target": 0.15, "value": 0.4,
-                        "ok": False, "note": ""}],
+                        "ok": False, "note": ""},
+                       {"check": "saturation point", "target": "within one step (5)",
+                        "value": {"measured": 10.0, "predicted": 15.0}, "ok": True,
+                        "note": ""}],
         }, {"case": "broken", "scenario": "x.yaml", "error": "RuntimeError('boom')"}],
     }  # fmt: skip
     md = markdown(doc, ["quickstart [rabbitmq]", "never run"])
@@ -72,6 +75,7 @@ def test_markdown_has_a_row_per_metric_and_the_checks() -> None:
     assert "| latency_p95_s | all | 25 ms | 20 ms–30 ms | 20 ms | -20.0 % | ±25 % |" in md
     assert "| ±1 msg | ✓ |" in md
     assert "**fan-out latency mean**: 0.4 (target 0.15) ✗" in md
+    assert "**saturation point**: measured 10, predicted 15 (target within one step (5)) ✓" in md
     assert "**Failed:** RuntimeError('boom')" in md and "vm, 2 CPUs, 24 GiB" in md
     assert "## Overview" in md and "Not run for this document (2): quickstart [rabbitmq]" in md
 

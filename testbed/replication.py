@@ -160,8 +160,8 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     clock = RunClock(t0_ns)
     config = _worker_config(spec, client_eps, t0_ns)
     config.write(config_path, secrets=secrets)  # t=0 fixed: the waiting users go at t=0
-    for marker in _markers(config_path):
-        marker.unlink(missing_ok=True)
+    for slot in _ready_slots(spec):
+        ready_marker(config_path, slot).unlink(missing_ok=True)
     # Prometheus exporter of this process (MQBED_PROMETHEUS_SD_DIR set, e.g. by `mqbed up
     # --with-prometheus` or compose): run events, fault events and the broker poller's gauges
     exporter = exporter_from_env(f"control-r{rep}", run_id=spec.run_dir.name)
@@ -198,23 +198,23 @@ def _launcher(
                           secrets=spec.entry.secrets_path(spec.rep))  # fmt: skip
 
 
-def _markers(config_path: Path) -> list[Path]:
-    return sorted(config_path.parent.glob(f"{config_path.stem}.ready*"))
+def _ready_slots(spec: ReplicationSpec) -> list[int]:
+    """The worker indices whose processes can run users, so leave a ready marker: the external
+    workers, or this run's own processes (a single one, or the workers but not the master)."""
+    if spec.external:
+        return list(range(1, spec.external[0] + 1))
+    if spec.workers <= 1:
+        return [0]
+    return list(range(1, spec.workers + 1))
 
 
 def _await_ready(
     spec: ReplicationSpec, locust: LocustLauncher, config_path: Path, users: int, wait: float
 ) -> None:
-    """Wait (at most `wait` s) until each Locust process that runs users has left its ready
-    marker beside the configuration (`testbed.workload.config.ready_marker`): the external
-    workers, or this run's own processes (a single one, or the workers but not the master;
-    never more processes than users). Raise naming how many came."""
-    if spec.external:
-        expected = list(range(1, spec.external[0] + 1))
-    elif spec.workers <= 1:
-        expected = [0]
-    else:
-        expected = list(range(1, spec.workers + 1))
+    """Wait (at most `wait` s) until each Locust process that runs users (`_ready_slots`, never
+    more of this run's own than users) has left its ready marker beside the configuration
+    (`testbed.workload.config.ready_marker`). Raise naming how many came."""
+    expected = _ready_slots(spec)
     need = len(expected) if spec.external else min(len(expected), users)
     deadline = time.monotonic() + wait
     while need > 0:

@@ -60,6 +60,7 @@ from testbed.observe.ledger import (
     silent_replications,
     user_errors,
 )
+from testbed.observe.process_cpu import generator_report, read_usage
 from testbed.replication import STARTUP_MARGIN, ReplicationSpec, run_replication
 from testbed.workload.topology import all_queue_names, declarations, purge
 
@@ -280,9 +281,15 @@ def finalise(
         errors.extend(locust_exceptions(run_dir / "measured" / "locust"))
         env["user_errors"] = errors
 
+    def generators() -> None:
+        env["load_generators"], warnings = generator_report(read_usage(run_dir / "measured"))
+        for line in warnings:
+            console.print(line, markup=False)
+
     step("environment.json", lambda: _write_env(run_dir, env))
     step("merging the records and writing the ledgers", collect)
     step("reading the users' errors", users)
+    step("reading the load generators' CPU use", generators)
     step("environment.json", lambda: _write_env(run_dir, env))
     if problems and failure is None:
         raise problems[0]

@@ -24,6 +24,11 @@ Follow-ups (message-driven chains): on success, each ``follow_ups`` entry whose 
 the message's type publishes, with its probability, a new message from this consumer at
 ``t_done``; it reaches the broker at ``t_done + d``.
 
+The consumer's Locust process (``cpu``, ``emulator.sim.client_cpu``) is shared with the other
+users of that process: each delivery books the CPU of one client operation on it just before
+its handler starts, so a delivery that arrives while the process works for another user starts
+later (five consumers of one process given one fanned-out message start one after another).
+
 Hooks for faults and autoscaling (§6–§8): ``epoch`` invalidates the pending callbacks of a
 crashed consumer; ``voided`` names the (message, attempt) pairs whose pending ``auto`` /
 ``after_receive`` completion died with it (no record, no follow-ups); ``stop()`` detaches it
@@ -46,6 +51,7 @@ from testbed.core.visibility import dead_letters
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
+    from emulator.sim.client_cpu import ClientCpu
     from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.recorder import Recorder
@@ -121,6 +127,7 @@ class Consumer:
         self.flows = rec.m_flow
         self._record = rec.delivery
         self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
+        self.cpu: ClientCpu | None = None  # its Locust process's CPU, set by the model
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -164,6 +171,10 @@ class Consumer:
             if t < t_disp + d:
                 t = t_disp + d
         start = t if t > self.free else self.free
+        cpu = self.cpu
+        if cpu is not None:  # its receive work, booked on its process just before it starts
+            c = cpu.cost
+            start = cpu.take(start - c) + c
         ok = not (self.fail_p and self.u() < self.fail_p)
         done = start + (self.service() if ok else 0.0) + self.read()
         self.free = done

@@ -115,6 +115,12 @@ class Costs:
             return None
         return cp.hold_table(total_rate)
 
+    def client_cpu(self) -> float | None:
+        """CPU seconds per client operation of one Locust process (None: not measured, so the
+        processes are not simulated as shared servers; ``emulator.sim.client_cpu``)."""
+        cp = self.profile.client_path
+        return None if cp is None else cp.cpu_per_op
+
     def size_slope(self, rate: float) -> float:
         """s/byte of the delivery residual (the base fit's slope less the queue process's)."""
         return self.delivery_residual(rate)[1]

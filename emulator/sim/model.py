@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from emulator.sim.broker import make_broker
+from emulator.sim.client_cpu import Processes
 from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
 from emulator.sim.faults import install_faults
@@ -88,6 +89,7 @@ class Model:
         self.traffic = queue_traffic(s)
         self.total_rate = total_rate(self.loads)
         self.hold_table = self.costs.hold_table(self.total_rate)  # once: scaling adds consumers
+        self.processes = Processes(s.workers, self.costs.client_cpu())  # Locust's CPU (§9)
         self.queues: dict[str, Queue] = {}
         self._build_queues()
         self.producers: list[Producer] = []
@@ -233,6 +235,7 @@ class Model:
                 else None,
                 on_done=self._producer_done,
             )
+            p.cpu = self.processes.next()
             self.producers.append(p)
             self.active_producers += 1
             self.kernel.call(0.0, _begin, p)
@@ -289,6 +292,7 @@ class Model:
             extra_b=pre[1],
         )
         c.link = self.link
+        c.cpu = self.processes.next()
         return c
 
     def _hold(self, base: str, batch: int) -> Any:

@@ -5,7 +5,8 @@ send time; it is published then, or later if the client is still busy — blocke
 previous publisher confirm (pika's blocking confirms: one outstanding publish), busy with the
 previous publish call (``publish_time``), or blocked by broker flow control. The lateness stays
 visible as ``t_publish - t_intended``. The producer is thus the §3a *sender stage*: one server
-per instance.
+per instance. Each publish also books the CPU of one client operation on its Locust process
+(``emulator.sim.client_cpu``): while the process works for other users, the publish waits.
 
 A closed-loop producer thinks, publishes (``t_intended`` = end of think), and is blocked until
 the send completes — until the confirm arrives when it asks for confirms (and, in the
@@ -32,6 +33,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from emulator.sim.broker import Broker
+    from emulator.sim.client_cpu import ClientCpu
     from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.recorder import Recorder
@@ -111,6 +113,8 @@ class Producer:
         self.channel_free = 0.0  # its channel's fan-out routing work (amqp)
         self.done = False
         self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
+        self.cpu: ClientCpu | None = None  # its Locust process's CPU, set by the model
+        self._booked = False  # closed loop: its publish's CPU is booked for now
 
     def begin(self) -> None:
         """Schedule the first send (call at time 0)."""
@@ -137,7 +141,10 @@ class Producer:
             self._finish()
             return
         self.t_int = t
-        self.call_at(t if t > self.ready else self.ready, self._fire_open)
+        at = t if t > self.ready else self.ready
+        if self.cpu is not None:
+            at = self.cpu.take(at)
+        self.call_at(at, self._fire_open)
 
     def _fire_open(self, ev: Any = None) -> None:
         b = self.broker
@@ -162,7 +169,15 @@ class Producer:
         if b.blocked:
             b.wait_unblocked(self._fire_closed)
             return
-        self._publish(now, now)
+        if self.cpu is not None and not self._booked:
+            at = self.cpu.take(now)
+            if at > now:  # its process is busy with other users: publish when it is free
+                self._booked, self.t_int = True, now
+                self.call_at(at, self._fire_closed)
+                return
+        intended = self.t_int if self._booked else now  # the end of its think time
+        self._booked = False
+        self._publish(intended, now)
         if not self.notify:
             assert self.think is not None
             self.call(self.publish_cost() + self.think(), self._fire_closed)

@@ -24,6 +24,10 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   0.91 ms in-handler on the quickstart), and the tables came out 0.1–0.3 ms above the quickstart's
   own consumers — enough, at utilisation 0.6, to raise its predicted mean latency by ~10 %.
 
+The Locust process writes its CPU time and its counts of publishes and deliveries when it quits
+(``testbed.observe.process_cpu``): their ratio is ``cpu_per_op``, the CPU cost of one client
+operation, with which the simulator makes the users of one process wait for each other.
+
 Foreign load: the machine's CPU time not spent by this process tree is measured over the
 attempt (``/proc/stat`` minus psutil's per-process times, plus the hypervisor's steal). An
 attempt during which other work used more than ``FOREIGN_CPU_LIMIT`` cores on average is
@@ -52,6 +56,7 @@ import yaml
 
 from testbed.core.client_path import ClientPath, HoldPoint, PathPoint, PointFit, Provenance
 from testbed.core.quantiles import ks_to_sample, quantile_table
+from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, read_usage
 
 SMALL, LARGE = 200, 16_000
 HOLD_SERVICE = 0.008
@@ -327,7 +332,7 @@ def measure_client_path(
     """Run the calibration scenario (up to ``ATTEMPTS`` times, rejecting busy ones)."""
     started = time.monotonic()
     rejected: list[str] = []
-    best: tuple[float, pd.DataFrame, list[float]] | None = None
+    best: tuple[float, pd.DataFrame, list[float], list[ProcessUsage]] | None = None
     for attempt in range(1, ATTEMPTS + 1):
         with tempfile.TemporaryDirectory(prefix="mqbed-calibration-") as tmp:
             path = Path(tmp) / "calibration.yaml"
@@ -339,15 +344,16 @@ def measure_client_path(
             deliveries = replicate(path, Path(tmp) / "run")
             foreign, steal = meter.foreign_cores(), meter.steal_cores()
             load.append(os.getloadavg()[0])
+            usage = read_usage(Path(tmp) / "run")
         if best is None or foreign < best[0]:
-            best = (foreign, deliveries, load)
+            best = (foreign, deliveries, load, usage)
         if foreign <= FOREIGN_CPU_LIMIT:
             break
         rejected.append(f"attempt {attempt}: other work used {foreign:.2f} cores on average"
                         f" ({steal:.2f} of them stolen by the hypervisor)")  # fmt: skip
         progress(f"  rejected: other work used {foreign:.2f} cores (limit {FOREIGN_CPU_LIMIT})")
     assert best is not None
-    foreign, deliveries, load = best
+    foreign, deliveries, load, usage = best
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     paths, holds, fits = tables_from_records(deliveries, scale)
@@ -358,6 +364,7 @@ def measure_client_path(
         delivery=paths,
         hold=holds,
         fit=fits,
+        cpu_per_op=_rounded(cpu_per_op(usage)),
         provenance=Provenance(
             host=host,
             hostname=socket.gethostname(),
@@ -372,3 +379,7 @@ def measure_client_path(
             busy=foreign > FOREIGN_CPU_LIMIT,
         ),
     )
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 7)

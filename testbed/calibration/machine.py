@@ -170,12 +170,19 @@ def machine_profile(
     """The cached profile for this host, broker version and client, measured first if none.
 
     A cached profile measured while other work kept the machine busy is measured again, and
-    the quieter of the two kept: a busy calibration is not this machine's profile for good."""
+    the quieter of the two kept: a busy calibration is not this machine's profile for good. One
+    measured before the Locust process's CPU per message was recorded is measured again."""
     found = cached_profile(home, kind, client, version)
     old = found.profile.client_path if found is not None else None
-    if found is not None and (old is None or not old.provenance.taken_busy):
+    stale = old is not None and old.cpu_per_op is None
+    if found is not None and (old is None or not (old.provenance.taken_busy or stale)):
         return found
-    if old is not None:
+    if stale:
+        progress(
+            "this machine's cached profile predates the measurement of the Locust "
+            "process's CPU per message: measuring again"
+        )
+    elif old is not None:
         progress(f"this machine's cached profile was measured while other work kept it busy "
                  f"({_cores(old.provenance.foreign_cores)}): measuring again")  # fmt: skip
     base = found.profile if found is not None else default_profile(kind, client)
@@ -189,7 +196,7 @@ def machine_profile(
         command="mqbed run (quick calibration of the client path)",
         broker_pids=broker_pids,
     )
-    if found is not None and old is not None and not _quieter(cp, old):
+    if found is not None and old is not None and not stale and not _quieter(cp, old):
         progress("the machine is still busy; keeping the quieter cached measurement")
         return found
     if cp.provenance.busy:

@@ -12,6 +12,8 @@ library as a real run, and keeps from its records two empirical distributions pe
 - ``hold``: how much longer than its service time a live consumer holds the next message
   back: the gap between the starts of two messages served back to back, minus the service
   time asked for (timer overshoot of the event loop, the callback, the ack, the record).
+- ``cpu_per_op``: the CPU one Locust process spends per publish or delivery — what makes the
+  users of one process wait for each other (``emulator.sim.client_cpu``).
 
 Between measured points a table is interpolated quantile by quantile: in log(rate) and in
 size; outside the measured range it is clamped (rate) or shifted by the profile's linear
@@ -88,6 +90,10 @@ class ClientPath(Strict):
     delivery: list[PathPoint]
     hold: list[HoldPoint] = Field(default_factory=list)
     fit: list[PointFit] = Field(default_factory=list)
+    cpu_per_op: float | None = Field(None, ge=0)
+    """CPU seconds one Locust process spends per client operation — a publish, or a delivery
+    with its ack and record — over the calibration run (its CPU time after start-up over its
+    publishes and deliveries; None: measured before this was recorded)."""
     provenance: Provenance
 
     @field_validator("probabilities")

@@ -34,6 +34,7 @@ from testbed.core.faultplan import plan_crashes
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
+from testbed.observe.process_cpu import UsageClock
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import ENV_VAR, T0_PENDING, WORKER_LIVENESS, WorkerConfig
 from testbed.workload.crashes import run_crash_plan
@@ -211,12 +212,14 @@ def _make_state(environment: Any | None) -> None:
     worker_index = int(os.environ.get("MQBED_WORKER_INDEX", "0"))
     if config.t0_ns == T0_PENDING:  # an external worker: the run fixes t=0 when all are in
         config = WorkerConfig.await_start(os.environ[ENV_VAR], worker_index, START_WAIT)
+    usage = UsageClock()  # from the start (an external worker's wait for t=0 is not its work)
     scenario = load_scenario(config.scenario_file)
     listeners = [LocustStatsListener(environment)] if environment is not None else []
     token = hashlib.sha1(f"{config.run_id}:{config.t0_ns}".encode()).hexdigest()[:6]
+    worker = f"w{worker_index}-{os.getpid()}"
     recorder = Recorder(
         Path(config.measured_dir),
-        f"w{worker_index}-{os.getpid()}",
+        worker,
         config.replication,
         scenario.recording.batch_rows,
         listeners,
@@ -228,7 +231,7 @@ def _make_state(environment: Any | None) -> None:
         _STATE.control = ScaleControl(config.extra[CONTROL_KEY])
     # Only now: starting the exporter's HTTP thread yields to other greenlets (gevent),
     # which must find _STATE set instead of making a second recorder.
-    exporter = exporter_from_env(f"w{worker_index}-{os.getpid()}", run_id=config.run_id)
+    exporter = exporter_from_env(worker, run_id=config.run_id)
     if exporter is not None:
         recorder.listeners.append(exporter)
 
@@ -243,5 +246,14 @@ def _make_state(environment: Any | None) -> None:
     def _flush(**_: Any) -> None:
         flusher.kill(block=False)
         recorder.close()
+        try:
+            usage.write(
+                Path(config.measured_dir),
+                worker,
+                recorder.messages.rows_written,
+                recorder.deliveries.rows_written,
+            )
+        except OSError:  # the records are written; a figure about them must not fail the quit
+            logging.getLogger(__name__).exception("could not write this process's CPU usage")
         if exporter is not None:
             exporter.close()

@@ -73,6 +73,8 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     doc = json.loads(done.stdout)
     prof = load_profile(out)
     assert prof.client_path is not None and prof.client_path.client == "stomp"
+    cost = prof.client_path.cpu_per_op  # the Locust process's CPU per publish or delivery
+    assert cost is not None and 1e-5 < cost < 0.01, cost
     restart = prof.restart_time
     assert restart is not None and restart.samples == 1, restart
     assert 0.1 < restart.mean < 120 and restart.date, restart

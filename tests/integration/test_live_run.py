@@ -23,6 +23,7 @@ from testbed.brokers import make_adapter
 from testbed.core.profile import default_profile
 from testbed.core.scenario_loader import load_scenario
 from testbed.core.scenario_units import RESOLVED_HEADER
+from testbed.observe.process_cpu import read_usage
 from testbed.observe.stats import make_stats_poller
 from testbed.run import run_scenario
 
@@ -257,6 +258,14 @@ consumers:
     assert producer_workers | consumer_workers == {"1", "2"}
     logs = sorted(p.name for p in (run_dir / "measured" / "locust").glob("*.log"))
     assert logs == ["r0-master.log", "r0-worker1.log", "r0-worker2.log"]
+    # each worker process wrote its CPU time and its own counts (the master runs no users)
+    usage = read_usage(run_dir)
+    assert sorted(u.worker.split("-")[0] for u in usage) == ["w1", "w2"], usage
+    assert sum(u.publishes for u in usage) == len(m)
+    assert sum(u.deliveries for u in usage) == len(d)
+    assert all(0 < u.cpu_s < u.wall_s < 60 for u in usage), usage
+    env = json.loads((run_dir / "environment.json").read_text(encoding="utf-8"))
+    assert sorted(g["worker"] for g in env["load_generators"]) == sorted(u.worker for u in usage)
 
 
 def test_t0_waits_for_every_process_with_users_and_no_more(

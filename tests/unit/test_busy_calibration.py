@@ -24,7 +24,8 @@ def _with_load(base: Profile, foreign: float | None, busy: bool, legacy: bool = 
         update = {"busy": False, "foreign_cores": None, "date": "legacy",
                   "rejected": ["every attempt was busy: kept the quietest (1.65 cores)"]}  # fmt: skip
     prov = cp.provenance.model_copy(update=update)
-    return base.model_copy(update={"client_path": cp.model_copy(update={"provenance": prov})})
+    cp = cp.model_copy(update={"provenance": prov, "cpu_per_op": None if legacy else 0.0003})
+    return base.model_copy(update={"client_path": cp})
 
 
 @pytest.fixture
@@ -97,3 +98,22 @@ def test_a_busy_first_calibration_warns_and_the_document_says_so(
     assert described["calibration_busy"] is True and described["foreign_cores"] == 1.65
     text = _profile_text({**described, "client_path": {"client": "pika", "date": "d"}})
     assert "while other work kept the machine busy (1.65 cores)" in text
+
+
+def test_a_cached_profile_without_the_cpu_per_operation_is_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile
+) -> None:
+    """A quiet profile cached before the Locust process's CPU was measured lacks the shared
+    server's cost: the run measures again and keeps the new one, busy or not."""
+    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
+    old = _with_load(shipped, 0.1, False)
+    cp = old.client_path
+    assert cp is not None
+    write_profile(
+        old.model_copy(update={"client_path": cp.model_copy(update={"cpu_per_op": None})}), path
+    )
+    measured = _with_load(shipped, 0.3, False).client_path
+    choice, calls, lines = _run(tmp_path, monkeypatch, measured)  # type: ignore[arg-type]
+    assert calls == 1 and choice.origin == "calibrated"
+    assert any("predates the measurement" in line for line in lines), lines
+    assert load_profile(path).client_path.cpu_per_op == 0.0003  # type: ignore[union-attr]

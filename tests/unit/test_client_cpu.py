@@ -1,0 +1,153 @@
+"""The Locust process as a shared server of its users' client work (issue 13 point 5):
+the busy calendar, the users dealt to processes, the figure the live processes write and
+calibration reads, and its effect on a fan-out whose consumers share one process."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from emulator.sim.client_cpu import ClientCpu, Processes
+from emulator.sim.model import Model
+from testbed.core.client_path import ClientPath
+from testbed.core.profile import Profile, default_profile
+from testbed.core.scenario_loader import parse_scenario
+from testbed.observe.process_cpu import (
+    ProcessUsage,
+    UsageClock,
+    cpu_per_op,
+    generator_report,
+    read_usage,
+)
+
+
+def test_bookings_take_the_first_gap_that_holds_them() -> None:
+    cpu = ClientCpu(1.0)
+    assert [cpu.take(t) for t in (0.0, 0.0, 0.5, 10.0, 3.5, 4.0, 9.5)] == [
+        0.0, 1.0, 2.0, 10.0, 3.5, 4.5, 11.0,
+    ]  # fmt: skip
+    # merged: touching intervals, and the gap [3, 3.5) that no booking of 1 s can use
+    assert (cpu.starts, cpu.ends) == ([0.0, 10.0], [5.5, 12.0])
+    assert cpu.booked == 7.0
+    assert cpu.waited == pytest.approx(1 + 1.5 + 0.5 + 1.5)
+
+
+def _earliest(busy: list[tuple[float, float]], t: float, c: float) -> float:
+    """Brute force: the first instant ≥ t (t or a busy end) whose [s, s+c) is free."""
+    for s in sorted({t, *(e for _, e in busy if e >= t)}):
+        if all(s + c <= a + 1e-12 or s >= b - 1e-12 for a, b in busy):
+            return s
+    raise AssertionError("unreachable")
+
+
+def test_bookings_match_brute_force_in_any_order() -> None:
+    rnd = random.Random(5)
+    for _ in range(100):
+        cpu = ClientCpu(0.3)
+        busy: list[tuple[float, float]] = []
+        for _ in range(40):
+            t = rnd.uniform(0, 10)
+            expected = _earliest(busy, t, 0.3)
+            assert cpu.take(t) == pytest.approx(expected)
+            busy.append((expected, expected + 0.3))
+        assert all(e < s for e, s in zip(cpu.ends, cpu.starts[1:], strict=False))
+        assert cpu.booked == pytest.approx(12)
+        assert all(s - e >= 0.3 for e, s in zip(cpu.ends, cpu.starts[1:], strict=False))
+
+
+def test_old_bookings_are_dropped_so_memory_stays_bounded() -> None:
+    cpu = ClientCpu(0.001)
+    for i in range(20_000):
+        cpu.take(i * 0.01)
+    assert len(cpu.starts) < 1_600  # ~10 s of 100 bookings/s plus the pruning slack
+
+
+def test_users_are_dealt_to_processes_in_turn() -> None:
+    procs = Processes(3, 0.001)
+    got = [procs.next() for _ in range(7)]
+    assert [procs.cpus.index(c) for c in got if c is not None] == [0, 1, 2, 0, 1, 2, 0]
+    assert Processes(4, None).next() is None  # a profile without the figure: no shared server
+    with pytest.raises(ValueError, match="≥ 0"):
+        ClientCpu(-1.0)
+
+
+def test_usage_file_round_trip_and_cost_per_operation(tmp_path: Path) -> None:
+    measured = tmp_path / "replication-0" / "measured"
+    UsageClock().write(measured, "w0-11", publishes=300, deliveries=700)
+    UsageClock().write(measured, "w1-12", publishes=0, deliveries=0)
+    (measured / "processes" / "torn.json").write_text("{", encoding="utf-8")
+    usages = read_usage(tmp_path)
+    assert [u.worker for u in usages] == ["w0-11", "w1-12"]
+    data = json.loads((measured / "processes" / "w0-11.json").read_text(encoding="utf-8"))
+    assert set(data) == {"worker", "cpu_s", "wall_s", "publishes", "deliveries"}
+    fixed = [u.__class__(u.worker, 2.0, 10.0, u.publishes, u.deliveries) for u in usages]
+    assert cpu_per_op(fixed) == pytest.approx(4.0 / 1000)
+    assert fixed[0].utilisation == pytest.approx(0.2)
+    assert cpu_per_op([fixed[1]]) is None
+
+
+FANOUT = """
+name: fan5
+seed: 3
+duration: 40s
+warmup: 5s
+drain_timeout: 10s
+workers: {workers}
+topology:
+  exchanges: [{{name: x, type: fanout}}]
+  queues:
+{queues}
+producers:
+  - {{name: p, exchange: x, routing_key: k, arrival: {{kind: constant, rate: 5/s}}, size: 200B}}
+consumers:
+{consumers}
+"""
+
+
+def _fanout(workers: int) -> object:
+    queues = "\n".join(
+        f"    - {{name: q{i}, bindings: [{{exchange: x, key: k}}]}}" for i in range(5)
+    )
+    consumers = "\n".join(
+        f"  - {{name: c{i}, queue: q{i}, service_time: {{kind: deterministic, value: 0ms}}}}"
+        for i in range(5)
+    )
+    s, issues = parse_scenario(FANOUT.format(workers=workers, queues=queues, consumers=consumers))
+    assert s is not None, [str(i) for i in issues]
+    return s
+
+
+def _profile(cost: float | None) -> Profile:
+    prof = default_profile("rabbitmq", "pika")
+    cp = prof.client_path
+    assert isinstance(cp, ClientPath)
+    return prof.model_copy(update={"client_path": cp.model_copy(update={"cpu_per_op": cost})})
+
+
+def _spread(workers: int, cost: float | None) -> float:
+    """Median, over published messages, of the time from the first to the last start of its
+    five copies."""
+    r = Model(_fanout(workers), _profile(cost), 0).run()
+    d = r.tables["deliveries"].to_pandas()
+    return float(d.groupby("msg_id").t_deliver.agg(lambda x: x.max() - x.min()).median())
+
+
+def test_five_consumers_of_one_process_start_one_after_another() -> None:
+    cost = 0.002  # larger than the delivery table's spread, so the order is the CPU's
+    alone = _spread(1, None)
+    shared = _spread(1, cost)
+    assert shared >= 4 * cost * 0.999  # five receive works in a row, four waits
+    assert alone < 2 * cost  # without the shared server the copies start independently
+    assert _spread(5, cost) < shared / 2  # one consumer per process: nobody waits for another
+
+
+def test_a_load_generator_near_a_core_is_named_in_a_warning() -> None:
+    calm = ProcessUsage("w0-1", cpu_s=3.0, wall_s=10.0, publishes=10, deliveries=10)
+    busy = ProcessUsage("w1-2", cpu_s=9.0, wall_s=10.0, publishes=10, deliveries=10)
+    rows, warnings = generator_report([calm, busy])
+    assert [r["utilisation"] for r in rows] == [0.3, 0.9]
+    assert len(warnings) == 1 and "w1-2 used 90% of a core" in warnings[0]
+    assert "raise `workers`" in warnings[0]

@@ -43,64 +43,34 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
-    field_validator,
     model_validator,
 )
 
 from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, KindName
-from testbed.core.distributions import Deterministic, Distribution
+from testbed.core.distributions import Deterministic
+from testbed.core.scenario_arrivals import (
+    Arrival,
+    ClosedArrival,
+    ConstantArrival,
+    MmppArrival,
+    PoissonArrival,
+    RampArrival,
+    StepsArrival,
+    TraceArrival,
+    _rate_shorthand,
+)
 from testbed.core.scenario_faults import Autoscaling, Fault
+from testbed.core.scenario_quantities import (
+    Name,
+    NonNegDuration,
+    PosDuration,
+    SizeDistribution,
+    TimeDistribution,
+)
 from testbed.core.strict import Strict
 from testbed.core.threads import ThreadCount
 from testbed.core.thresholds import parse_threshold
-from testbed.core.units import Duration, Rate, Size, parse_duration, parse_rate, parse_size
-
-# --- quantities inside distributions --------------------------------------------------------
-
-_TIME_KEYS = {"mean", "sd", "value", "low", "high", "mean1", "mean2"}
-_RATE_KEYS = {"rate", "rates"}
-
-
-def _dist_converter(dimension: str) -> Any:
-    parse = parse_duration if dimension == "time" else parse_size
-    default_kind = "deterministic" if dimension == "time" else "fixed"
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, int | float | str) and not isinstance(value, bool):
-            return {"kind": default_kind, "value": parse(value)}
-        if not isinstance(value, dict):
-            return value
-        out = dict(value)
-        for key, item in value.items():
-            try:
-                if key in _TIME_KEYS and item is not None:
-                    out[key] = parse(item)
-                elif key in ("values",) and isinstance(item, list):
-                    out[key] = [parse(v) for v in item]
-                elif key in _RATE_KEYS and dimension == "time":
-                    out[key] = (
-                        [parse_rate(v) for v in item]
-                        if isinstance(item, list)
-                        else parse_rate(item)
-                    )
-            except ValueError as e:
-                raise ValueError(f"{key}: {e}") from e
-        return out
-
-    return BeforeValidator(convert)
-
-
-TimeDistribution = Annotated[Distribution, _dist_converter("time")]
-"""A distribution of durations (seconds). A bare ``"5ms"`` means deterministic 5 ms."""
-SizeDistribution = Annotated[Distribution, _dist_converter("size")]
-"""A distribution of message sizes (bytes). A bare ``"1KB"`` means fixed 1000 bytes."""
-
-NonNegDuration = Annotated[Duration, Field(ge=0)]
-PosDuration = Annotated[Duration, Field(gt=0)]
-PosRate = Annotated[Rate, Field(gt=0)]
-NonNegRate = Annotated[Rate, Field(ge=0)]
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")]
-
+from testbed.core.units import Size
 
 # --- broker and topology --------------------------------------------------------------------
 
@@ -176,103 +146,6 @@ class TopologySpec(Strict):
     exchanges: list[ExchangeSpec] = Field(default_factory=list)
     queues: list[QueueSpec] = Field(default_factory=list)
     load_balanced: list[LoadBalancedSpec] = Field(default_factory=list)
-
-
-# --- arrivals (docs/models.md §1) ----------------------------------------------------------------
-
-
-class PoissonArrival(Strict):
-    kind: Literal["poisson"]
-    rate: PosRate
-
-
-class ConstantArrival(Strict):
-    kind: Literal["constant"]
-    rate: PosRate
-
-
-class MmppArrival(Strict):
-    """Markov-modulated Poisson: state i emits at rates[i] for an exponential sojourn."""
-
-    kind: Literal["mmpp"]
-    rates: list[NonNegRate] = Field(min_length=2)
-    mean_sojourns: list[PosDuration] = Field(min_length=2)
-
-    @model_validator(mode="after")
-    def _same_length(self) -> MmppArrival:
-        if len(self.rates) != len(self.mean_sojourns):
-            raise ValueError(
-                f"rates has {len(self.rates)} entries but mean_sojourns has "
-                f"{len(self.mean_sojourns)}; give one sojourn per state"
-            )
-        return self
-
-
-class RampArrival(Strict):
-    """Rate moves linearly from `from` to `to` over `over`, then stays at `to`."""
-
-    kind: Literal["ramp"]
-    from_: NonNegRate = Field(alias="from")
-    to: NonNegRate
-    over: PosDuration
-    process: Literal["poisson", "constant"] = "poisson"
-
-
-class RateStep(Strict):
-    at: NonNegDuration
-    rate: NonNegRate
-
-
-class StepsArrival(Strict):
-    """Piecewise-constant rate: each step holds from its `at` to the next step."""
-
-    kind: Literal["steps"]
-    steps: list[RateStep] = Field(min_length=1)
-    process: Literal["poisson", "constant"] = "poisson"
-
-    @field_validator("steps")
-    @classmethod
-    def _increasing(cls, steps: list[RateStep]) -> list[RateStep]:
-        for a, b in zip(steps, steps[1:], strict=False):
-            if b.at <= a.at:
-                raise ValueError(f"step times must increase: {b.at:g}s follows {a.at:g}s")
-        return steps
-
-
-class TraceArrival(Strict):
-    """Replay send times (seconds from start, one per line or a CSV column `t`)."""
-
-    kind: Literal["trace"]
-    file: str
-    loop: bool = False
-    times: list[float] = Field(default_factory=list, exclude=True)
-    """Filled by the loader from `file` (resolved relative to the scenario file)."""
-
-
-class ClosedArrival(Strict):
-    """Closed loop: think, then send and block until the send completes (confirmed)."""
-
-    kind: Literal["closed"]
-    think_time: TimeDistribution
-
-
-Arrival = Annotated[
-    PoissonArrival
-    | ConstantArrival
-    | MmppArrival
-    | RampArrival
-    | StepsArrival
-    | TraceArrival
-    | ClosedArrival,
-    Field(discriminator="kind"),
-]
-
-
-def _rate_shorthand(value: Any) -> Any:
-    """`arrival: 50/s` means Poisson at 50/s."""
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
-        return {"kind": "poisson", "rate": value}
-    return value
 
 
 # --- producers and consumers ----------------------------------------------------------------

@@ -46,6 +46,7 @@ from emulator.sim.runner import ReplicationResult, run_replications
 from emulator.sim.spool import merge_parts
 from emulator.sim.summary import summarize
 from testbed.core.availability import restart_seconds
+from testbed.core.client_path import BUSY_GENERATOR
 from testbed.core.ledger import write_ledgers
 from testbed.core.load import offered_load
 from testbed.core.profile import Profile, default_profile, load_profile
@@ -228,6 +229,9 @@ def _simulate(
         "messages": sum(r.messages for r in results),
         "wall_s": time.perf_counter() - t0,
     }
+    generators = _generators(prof, results, progress)
+    if generators is not None:
+        summary["load_generators"] = generators
     files["summary"] = _write_json(out / "summary.json", summary)
     return PredictionResult(
         out,
@@ -269,6 +273,24 @@ def _run(
             "processes must guard its entry point with `if __name__ == '__main__':` (workers "
             "are spawned), or pass processes=1"
         ) from e
+
+
+def _generators(
+    prof: Profile, results: list[ReplicationResult], progress: Callable[[str], None] | None
+) -> dict[str, Any] | None:
+    """Each simulated Locust process's busiest share of a core over the replications, with a
+    warning for one above ``BUSY_GENERATOR`` (the run would measure its own load generator)."""
+    cp = prof.client_path
+    if cp is None or cp.cpu_per_op is None or not results or not results[0].generators:
+        return None
+    busiest = [max(r.generators[i] for r in results) for i in range(len(results[0].generators))]
+    for i, u in enumerate(busiest):
+        if u > BUSY_GENERATOR and progress is not None:
+            progress(
+                f"warning: Locust process {i} is predicted busy {u:.0%} of a core: the load "
+                "generator would be the bottleneck it measures; raise `workers`"
+            )
+    return {"cpu_per_op": cp.cpu_per_op, "utilisation": [round(u, 3) for u in busiest]}
 
 
 def _write_records(out: Path, results: list[ReplicationResult]) -> dict[str, Path]:

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,9 @@ class ReplicationResult:
     messages: int
     sim_end: float
     wall_s: float
+    generators: list[float] = field(default_factory=list)
+    """Share of a core each simulated Locust process was busy, over the whole run (none when
+    the profile has no CPU cost per client operation)."""
 
 
 PROGRESS_EVERY_S = 5.0
@@ -107,6 +110,7 @@ def run_replication(
         messages=done.messages,
         sim_end=float(model.env.now),
         wall_s=time.perf_counter() - t0,
+        generators=[cpu.booked / max(float(model.env.now), 1e-9) for cpu in model.processes.cpus],
     )
 
 

@@ -22,7 +22,7 @@ size cost (size).
 
 from __future__ import annotations
 
-__all__ = ["ClientPath", "PathPoint", "HoldPoint", "Provenance", "PointFit"]
+__all__ = ["ClientPath", "PathPoint", "HoldPoint", "Provenance", "PointFit", "BUSY_GENERATOR"]
 
 import math
 from typing import Literal
@@ -33,6 +33,10 @@ from testbed.core.quantiles import PROBS, QuantileTable, mix
 from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
+
+BUSY_GENERATOR = 0.8
+"""Share of a core above which a Locust process is called a likely bottleneck of its run (the
+live run's warning and the prediction's)."""
 
 
 class PathPoint(Strict):

@@ -18,9 +18,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from testbed.core.client_path import BUSY_GENERATOR
+
 DIRNAME = "processes"
-BUSY = 0.8
-"""Share of a core above which a Locust process is called a likely bottleneck of its run."""
+BUSY = BUSY_GENERATOR
 
 
 @dataclass(frozen=True)

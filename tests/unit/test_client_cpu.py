@@ -151,3 +151,28 @@ def test_a_load_generator_near_a_core_is_named_in_a_warning() -> None:
     assert [r["utilisation"] for r in rows] == [0.3, 0.9]
     assert len(warnings) == 1 and "w1-2 used 90% of a core" in warnings[0]
     assert "raise `workers`" in warnings[0]
+
+
+def test_the_prediction_gives_each_process_its_cpu_share_and_warns_near_a_core(
+    tmp_path: Path,
+) -> None:
+    from emulator.predict import predict
+
+    lines: list[str] = []
+    # 5 updates/s, each one publish and five deliveries: 30 operations/s
+    light = predict(_fanout(1), tmp_path / "a", profile=_profile(0.002), replications=2,
+                    processes=1, progress=lines.append).summary["load_generators"]  # fmt: skip
+    (share,) = light["utilisation"]
+    assert share == pytest.approx(30 * 0.002, rel=0.2)  # over the run, drain included
+    assert light["cpu_per_op"] == 0.002 and not any("warning" in x for x in lines)
+    two = predict(_fanout(2), tmp_path / "b", profile=_profile(0.03), replications=1,
+                  processes=1, progress=lines.append).summary["load_generators"]  # fmt: skip
+    assert sum(two["utilisation"]) == pytest.approx(30 * 0.03, rel=0.1)  # 0.9 of a core...
+    assert min(two["utilisation"]) > 0.3 and not any("warning" in x for x in lines)  # ...shared
+    one = predict(_fanout(1), tmp_path / "d", profile=_profile(0.03), replications=1,
+                  processes=1, progress=lines.append).summary["load_generators"]  # fmt: skip
+    assert one["utilisation"][0] > 0.8
+    assert any("Locust process 0" in x and "raise `workers`" in x for x in lines), lines
+    none = predict(_fanout(1), tmp_path / "c", profile=_profile(None), replications=1,
+                   processes=1).summary  # fmt: skip
+    assert "load_generators" not in none

@@ -227,6 +227,11 @@ class RecordWriter:
         self.rows_written += len(self._rows)
         self._rows = []
 
+    @property
+    def rows_appended(self) -> int:
+        """Rows appended so far, written or still buffered."""
+        return self.rows_written + len(self._rows)
+
     def close(self) -> None:
         self.flush()
 

@@ -34,7 +34,7 @@ from testbed.core.faultplan import plan_crashes
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
-from testbed.observe.process_cpu import UsageClock
+from testbed.observe.process_cpu import SAMPLE_S, UsageClock
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import ENV_VAR, T0_PENDING, WORKER_LIVENESS, WorkerConfig
 from testbed.workload.crashes import run_crash_plan
@@ -188,6 +188,13 @@ def current_process() -> Process | None:
     return _STATE
 
 
+def _usage_timer(usage: UsageClock, recorder: Recorder) -> None:
+    """Sample this process's CPU time and operation counts (testbed.observe.process_cpu)."""
+    while True:
+        gevent.sleep(SAMPLE_S)
+        usage.sample(recorder.messages.rows_appended, recorder.deliveries.rows_appended)
+
+
 def _flush_timer(recorder: Recorder, interval: float) -> None:
     """Flush rows older than `interval` even when no new row arrives to trigger it: a crash
     then loses at most `interval` seconds of rows (recording.flush_interval, README)."""
@@ -241,10 +248,12 @@ def _make_state(environment: Any | None) -> None:
             _STATE.stopping = True
 
     flusher = gevent.spawn(_flush_timer, recorder, scenario.recording.flush_interval)
+    sampler = gevent.spawn(_usage_timer, usage, recorder)
 
     @events.quitting.add_listener
     def _flush(**_: Any) -> None:
         flusher.kill(block=False)
+        sampler.kill(block=False)
         recorder.close()
         try:
             usage.write(

@@ -74,19 +74,48 @@ def test_users_are_dealt_to_processes_in_turn() -> None:
         ClientCpu(-1.0)
 
 
-def test_usage_file_round_trip_and_cost_per_operation(tmp_path: Path) -> None:
+def test_usage_file_round_trip(tmp_path: Path) -> None:
     measured = tmp_path / "replication-0" / "measured"
-    UsageClock().write(measured, "w0-11", publishes=300, deliveries=700)
+    clock = UsageClock()
+    clock.sample(publishes=10, deliveries=5)
+    clock.write(measured, "w0-11", publishes=300, deliveries=700)
     UsageClock().write(measured, "w1-12", publishes=0, deliveries=0)
     (measured / "processes" / "torn.json").write_text("{", encoding="utf-8")
     usages = read_usage(tmp_path)
     assert [u.worker for u in usages] == ["w0-11", "w1-12"]
+    assert usages[0].samples[0][2:] == [10, 5] and usages[0].publishes == 300
     data = json.loads((measured / "processes" / "w0-11.json").read_text(encoding="utf-8"))
-    assert set(data) == {"worker", "cpu_s", "wall_s", "publishes", "deliveries"}
-    fixed = [u.__class__(u.worker, 2.0, 10.0, u.publishes, u.deliveries) for u in usages]
-    assert cpu_per_op(fixed) == pytest.approx(4.0 / 1000)
-    assert fixed[0].utilisation == pytest.approx(0.2)
-    assert cpu_per_op([fixed[1]]) is None
+    assert set(data) == {"worker", "cpu_s", "wall_s", "publishes", "deliveries", "samples"}
+
+
+def _samples(
+    rates: list[float], base: float, per_op: float, rng: random.Random
+) -> list[list[float]]:
+    out, cpu, ops = [[0.0, 0.0, 0, 0]], 0.0, 0
+    for i, rate in enumerate(rates, 1):
+        n = int(rate)
+        ops += n
+        cpu += base + per_op * n + rng.uniform(-0.005, 0.005)  # flushes, timers: noise
+        out.append([float(i), cpu, ops // 2, ops - ops // 2])
+    return out
+
+
+def test_the_cost_per_operation_is_the_marginal_one_not_the_ratio() -> None:
+    """A process that idles at 0.1 core and spends 0.4 ms per operation: the whole-run ratio
+    says ~1 ms at these rates; the fit over its samples finds the 0.4 ms (module docstring)."""
+    rng = random.Random(3)
+    rates = [0.0] * 5 + [100.0] * 12 + [0.0] * 2 + [368.0] * 12 + [716.0] * 14 + [0.0] * 5
+    samples = _samples(rates, 0.1, 0.0004, rng)
+    cpu, ops = samples[-1][1], samples[-1][2] + samples[-1][3]
+    u = ProcessUsage("w0-1", cpu, 50.0, samples[-1][2], samples[-1][3], samples)
+    assert cpu / ops > 0.0006  # the ratio: the idle CPU counted as work
+    assert cpu_per_op([u]) == pytest.approx(0.0004, rel=0.05)
+    steady = ProcessUsage("w0-2", 1, 20, 1, 1, _samples([100.0] * 20, 0.1, 0.0004, rng))
+    assert cpu_per_op([steady]) is None  # one rate: time and operations cannot be told apart
+    assert cpu_per_op([ProcessUsage("w0-3", 1, 5, 1, 1, samples[:5])]) is None  # too few
+    assert cpu_per_op([ProcessUsage("w0-4", 1, 5, 1, 1)]) is None  # no samples at all
+    fixed = ProcessUsage("w1-2", cpu_s=2.0, wall_s=10.0, publishes=10, deliveries=10)
+    assert fixed.utilisation == pytest.approx(0.2)
 
 
 FANOUT = """

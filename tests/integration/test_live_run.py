@@ -264,6 +264,9 @@ consumers:
     assert sum(u.publishes for u in usage) == len(m)
     assert sum(u.deliveries for u in usage) == len(d)
     assert all(0 < u.cpu_s < u.wall_s < 60 for u in usage), usage
+    for u in usage:  # a sample a second of the running totals, ending at most at the totals
+        assert len(u.samples) >= 3 and u.samples[-1][2] <= u.publishes, u.samples
+        assert all(a[1] <= b[1] for a, b in zip(u.samples, u.samples[1:], strict=False))
     env = json.loads((run_dir / "environment.json").read_text(encoding="utf-8"))
     assert sorted(g["worker"] for g in env["load_generators"]) == sorted(u.worker for u in usage)
 

@@ -24,9 +24,11 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   0.91 ms in-handler on the quickstart), and the tables came out 0.1–0.3 ms above the quickstart's
   own consumers — enough, at utilisation 0.6, to raise its predicted mean latency by ~10 %.
 
-The Locust process writes its CPU time and its counts of publishes and deliveries when it quits
-(``testbed.observe.process_cpu``): their ratio is ``cpu_per_op``, the CPU cost of one client
-operation, with which the simulator makes the users of one process wait for each other.
+The Locust process samples its CPU time and its counts of publishes and deliveries every second
+(``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
+``cpu_per_op``, the marginal CPU cost of one client operation, with which the simulator makes the
+users of one process wait for each other (0 when no positive slope could be fitted: measured, and
+no shared-server term; a cached profile with 0 is not measured again for it).
 
 Foreign load: the machine's CPU time not spent by this process tree is measured over the
 attempt (``/proc/stat`` minus psutil's per-process times, plus the hypervisor's steal). An
@@ -364,7 +366,7 @@ def measure_client_path(
         delivery=paths,
         hold=holds,
         fit=fits,
-        cpu_per_op=_rounded(cpu_per_op(usage)),
+        cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         provenance=Provenance(
             host=host,
             hostname=socket.gethostname(),
@@ -379,7 +381,3 @@ def measure_client_path(
             busy=foreign > FOREIGN_CPU_LIMIT,
         ),
     )
-
-
-def _rounded(x: float | None) -> float | None:
-    return None if x is None else round(x, 7)

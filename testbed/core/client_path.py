@@ -95,9 +95,9 @@ class ClientPath(Strict):
     hold: list[HoldPoint] = Field(default_factory=list)
     fit: list[PointFit] = Field(default_factory=list)
     cpu_per_op: float | None = Field(None, ge=0)
-    """CPU seconds one Locust process spends per client operation — a publish, or a delivery
-    with its ack and record — over the calibration run (its CPU time after start-up over its
-    publishes and deliveries; None: measured before this was recorded)."""
+    """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
+    delivery with its ack and record — fitted over the calibration's per-second samples (0: no
+    positive slope found; None: measured before this was recorded)."""
     provenance: Provenance
 
     @field_validator("probabilities")

@@ -25,9 +25,10 @@ the message's type publishes, with its probability, a new message from this cons
 ``t_done``; it reaches the broker at ``t_done + d``.
 
 The consumer's Locust process (``cpu``, ``emulator.sim.client_cpu``) is shared with the other
-users of that process: each delivery books the CPU of one client operation on it just before
-its handler starts, so a delivery that arrives while the process works for another user starts
-later (five consumers of one process given one fanned-out message start one after another).
+users of that process: each delivery books the CPU of one client operation on it as it arrives,
+so a delivery that arrives while the process works for another user is ready later (five idle
+consumers of one process given one fanned-out message start one after another). A consumer
+still busy with an earlier message receives the next one meanwhile: the wait is hidden.
 
 Hooks for faults and autoscaling (§6–§8): ``epoch`` invalidates the pending callbacks of a
 crashed consumer; ``voided`` names the (message, attempt) pairs whose pending ``auto`` /
@@ -170,11 +171,11 @@ class Consumer:
             t += q.jitter()
             if t < t_disp + d:
                 t = t_disp + d
-        start = t if t > self.free else self.free
         cpu = self.cpu
-        if cpu is not None:  # its receive work, booked on its process just before it starts
+        if cpu is not None:  # its receive work, booked on its process as its frames arrive
             c = cpu.cost
-            start = cpu.take(start - c) + c
+            t = cpu.take(t - c) + c
+        start = t if t > self.free else self.free
         ok = not (self.fail_p and self.u() < self.fail_p)
         done = start + (self.service() if ok else 0.0) + self.read()
         self.free = done

@@ -280,9 +280,10 @@ def _generators(
 ) -> dict[str, Any] | None:
     """Each simulated Locust process's busiest share of a core over the replications, with a
     warning for one above ``BUSY_GENERATOR`` (the run would measure its own load generator)."""
-    cp = prof.client_path
-    if cp is None or cp.cpu_per_op is None or not results or not results[0].generators:
+    if not results or not results[0].generators:  # no CPU cost per operation: no processes
         return None
+    cp = prof.client_path
+    assert cp is not None  # simulated processes exist only with a client path's cost
     busiest = [max(r.generators[i] for r in results) for i in range(len(results[0].generators))]
     for i, u in enumerate(busiest):
         if u > BUSY_GENERATOR and progress is not None:

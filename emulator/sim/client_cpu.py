@@ -3,7 +3,8 @@
 A Locust process is one thread: gevent runs its users' greenlets one at a time. Every publish
 and every delivery (frame parsing, the callback, the ack, the record) costs it CPU, and while
 it spends that on one user the others wait. Calibration measures the cost per client
-operation (``ClientPath.cpu_per_op``: the process's CPU time over its publishes and deliveries).
+operation (``ClientPath.cpu_per_op``: the marginal CPU of a publish or a delivery, fitted over
+the process's per-second samples, ``testbed.observe.process_cpu``).
 The delivery and hold tables already carry the *average* contention of the calibration's
 independent Poisson streams; what they cannot carry is work that arrives together: one
 published message fanned out to five queues whose five consumers live in one process (the

@@ -19,7 +19,6 @@ three phases of load give the spread of rates that separates the two.
 from __future__ import annotations
 
 __all__ = [
-    "BUSY",
     "DIRNAME",
     "SAMPLE_S",
     "ProcessUsage",
@@ -40,7 +39,6 @@ import numpy as np
 from testbed.core.client_path import BUSY_GENERATOR
 
 DIRNAME = "processes"
-BUSY = BUSY_GENERATOR
 SAMPLE_S = 1.0
 """Seconds between two samples of a process's running totals."""
 MIN_INTERVALS = 10
@@ -142,14 +140,14 @@ def cpu_per_op(usages: list[ProcessUsage]) -> float | None:
 
 def generator_report(usages: list[ProcessUsage]) -> tuple[list[dict[str, object]], list[str]]:
     """(``environment.json``'s ``load_generators`` entries, warnings for processes busier than
-    ``BUSY``): a load generator near a whole core delays its own publishes and deliveries, and
-    the run then measures the generator as much as the broker."""
+    ``BUSY_GENERATOR``): a load generator near a whole core delays its own publishes and
+    deliveries, and the run then measures the generator as much as the broker."""
     rows: list[dict[str, object]] = []
     warnings = []
     for u in usages:
         entry = {k: v for k, v in asdict(u).items() if k != "samples"}
         rows.append({**entry, "utilisation": round(u.utilisation, 3)})
-        if u.utilisation > BUSY:
+        if u.utilisation > BUSY_GENERATOR:
             warnings.append(
                 f"warning: Locust process {u.worker} used {u.utilisation:.0%} of a core over the "
                 "run: the load generator may be the bottleneck it measures; raise `workers`"

@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,38 @@ def test_worker_config_keeps_the_password_in_a_private_file(tmp_path: Path) -> N
     assert WorkerConfig.read(public, urls).endpoint["password"] == "from-env"
     with pytest.raises(RuntimeError, match="MQBED_BROKER_URLS"):
         WorkerConfig.read(public, {ENV_SECRETS: str(tmp_path / "gone.json")})
+
+
+def test_rewriting_the_configuration_never_hides_the_credentials(tmp_path: Path) -> None:
+    """A run rewrites the configuration and its credentials file when t=0 is fixed, while its
+    Locust processes read them: a reader must always find both whole (the credentials file was
+    once removed and created again, and a user starting in between failed the run)."""
+    config = _config(tmp_path)
+    public, secrets = tmp_path / "run" / "worker-config.json", tmp_path / "home" / "s.json"
+    public.parent.mkdir()
+    config.write(public, secrets=secrets)
+    stop, failures, reads = threading.Event(), [], [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                WorkerConfig.read(public, {ENV_SECRETS: str(secrets)})
+                reads[0] += 1
+            except (RuntimeError, ValueError, OSError) as e:
+                failures.append(repr(e))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(2000):
+            config.write(public, secrets=secrets)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not failures, failures[:3]
+    assert reads[0] > 0
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+    assert [p.name for p in secrets.parent.iterdir()] == ["s.json"]  # no temporary file left
 
 
 def test_unmasked_configurations_are_read_as_written(tmp_path: Path) -> None:

@@ -8,11 +8,12 @@ so callers never run code on the receiver thread.
 
 from __future__ import annotations
 
-__all__ = ["StompSession", "Subscription"]
+__all__ = ["StompSession", "Subscription", "nodelay"]
 
 import contextlib
 import itertools
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -44,6 +45,21 @@ class Subscription:
     id: str
     destination: str
     frames: queue.Queue[Any] = field(default_factory=queue.Queue)
+
+
+def nodelay(sock: socket.socket | None) -> None:
+    """Turn Nagle's algorithm off on the session's socket, as pika and py-amqp do on theirs and
+    the broker's connector does on its side (``transport.tcpNoDelay``); stomp.py leaves it on.
+
+    With Nagle on, a small frame written while the previous one is not yet acknowledged waits in
+    the kernel for the broker's delayed ACK: the producer's SENDs reached ActiveMQ in bursts
+    every 15-45 ms and consumers' ACKs late. Measured on the fan-out 1 -> 10 at 100 msg/s: the
+    fastest of each message's ten copies took a median 26 ms (RabbitMQ: 2.6 ms), every consumer
+    stalled at once ~10 times a second, and mean latency was 37.7 ms; with this, 2.8 ms, no
+    such stalls, and 12.7 ms. The load generator must not add a delay the broker does not have.
+    """
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
@@ -121,6 +137,7 @@ class StompSession:
             self._stop(conn)
             why = self.last_error or f"no CONNECTED frame within {self._timeout} s"
             raise ConnectionLost(f"connect to {self.where}: {why}")
+        nodelay(conn.transport.socket)
         self._conn = conn
         self.alive = True
 

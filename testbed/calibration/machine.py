@@ -171,17 +171,17 @@ def machine_profile(
 
     A cached profile measured while other work kept the machine busy is measured again, and
     the quieter of the two kept: a busy calibration is not this machine's profile for good. One
-    measured before the Locust process's CPU per message was recorded is measured again."""
+    that lacks a measurement a current calibration makes (`ClientPath.missing`) is measured
+    again."""
     found = cached_profile(home, kind, client, version)
     old = found.profile.client_path if found is not None else None
-    stale = old is not None and old.cpu_per_op is None
+    lacks = old.missing() if old is not None else None
+    stale = lacks is not None
     if found is not None and (old is None or not (old.provenance.taken_busy or stale)):
         return found
     if stale:
-        progress(
-            "this machine's cached profile predates the measurement of the Locust "
-            "process's CPU per message: measuring again"
-        )
+        progress(f"this machine's cached profile predates the measurement of {lacks}: "
+                 "measuring again")  # fmt: skip
     elif old is not None:
         progress(f"this machine's cached profile was measured while other work kept it busy "
                  f"({_cores(old.provenance.foreign_cores)}): measuring again")  # fmt: skip

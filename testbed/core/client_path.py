@@ -34,6 +34,15 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
+PROTOCOL = 2
+"""Revision of the calibration that measures a client path. A cached profile measured by an
+earlier one is measured again by the next run (`ClientPath.missing`):
+
+1. the first client paths;
+2. persistent deliveries measured at every load level, not only the high one; and ActiveMQ's
+   STOMP sessions without Nagle's algorithm, whose held-back frames had added 15-45 ms stalls to
+   every ActiveMQ table."""
+
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
 live run's warning and the prediction's)."""
@@ -99,6 +108,9 @@ class ClientPath(Strict):
     delivery with its ack and record — fitted over the calibration's per-second samples (0: no
     positive slope found; None: measured before this was recorded)."""
     provenance: Provenance
+    protocol: int = Field(1, ge=1)
+    """The calibration revision that measured it (`PROTOCOL`); 1 for profiles older than this
+    field."""
 
     @field_validator("probabilities")
     @classmethod
@@ -113,6 +125,16 @@ class ClientPath(Strict):
         if not pts:
             raise ValueError("needs at least one delivery point")
         return pts
+
+    def missing(self) -> str | None:
+        """What this client path lacks that a current calibration measures (None: nothing):
+        a cached profile that lacks something is measured again."""
+        if self.protocol < PROTOCOL:
+            return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
+                    "level, STOMP without Nagle's delay)")  # fmt: skip
+        if self.cpu_per_op is None:
+            return "the Locust process's CPU per operation"
+        return None
 
     def delivery_table(
         self, rate: float, size: float, persistent: bool, slope: float

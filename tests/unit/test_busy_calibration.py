@@ -12,7 +12,7 @@ import pytest
 import testbed.calibration.machine as machine
 from testbed.accuracy import _profile_text
 from testbed.calibration.machine import ProfileChoice, cache_path, machine_profile, write_profile
-from testbed.core.client_path import ClientPath
+from testbed.core.client_path import PROTOCOL, ClientPath
 from testbed.core.profile import Profile, default_profile, load_profile
 
 
@@ -24,7 +24,9 @@ def _with_load(base: Profile, foreign: float | None, busy: bool, legacy: bool = 
         update = {"busy": False, "foreign_cores": None, "date": "legacy",
                   "rejected": ["every attempt was busy: kept the quietest (1.65 cores)"]}  # fmt: skip
     prov = cp.provenance.model_copy(update=update)
-    cp = cp.model_copy(update={"provenance": prov, "cpu_per_op": None if legacy else 0.0003})
+    cp = cp.model_copy(
+        update={"provenance": prov, "cpu_per_op": None if legacy else 0.0003, "protocol": PROTOCOL}
+    )
     return base.model_copy(update={"client_path": cp})
 
 

@@ -17,7 +17,7 @@ from testbed.calibration.client_path import (
     calibration_scenario,
     tables_from_records,
 )
-from testbed.core.client_path import ClientPath, HoldPoint, PathPoint, Provenance
+from testbed.core.client_path import PROTOCOL, ClientPath, HoldPoint, PathPoint, Provenance
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import default_profile
 from testbed.core.quantiles import (
@@ -105,6 +105,44 @@ def test_delivery_table_interpolates_in_log_rate_and_size_and_clamps() -> None:
     # no persistent point measured: the transient ones stand in
     assert cp.delivery_table(50, 200, True, 0.0).floor == pytest.approx(0.001)
     assert cp.hold_table(10) is not None
+
+
+def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
+    """A cached profile is measured again when an older calibration revision measured it (its
+    persistent deliveries only at the high load, ActiveMQ's tables with Nagle's delay) or it
+    lacks the CPU per operation."""
+    cp = _client_path()
+    assert cp.protocol == 1 and "revision 2" in (cp.missing() or "")
+    cp = cp.model_copy(update={"protocol": PROTOCOL})
+    assert "CPU per operation" in (cp.missing() or "")
+    assert cp.model_copy(update={"cpu_per_op": 0.0}).missing() is None
+    high_only = cp.model_copy(update={"delivery": [*cp.delivery, _path(350, 200, 0.003, True)]})
+    assert high_only.delivery_table(50, 200, True, 0.0).floor == pytest.approx(0.003)  # clamped
+    every = high_only.model_copy(
+        update={"delivery": [*high_only.delivery, _path(50, 200, 0.0012, True)]}
+    )
+    assert every.delivery_table(50, 200, True, 0.0).floor == pytest.approx(0.0012)
+
+
+def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
+    """`mqbed predict` without a broker falls back to them: they must carry what a current
+    calibration measures (the CPU per operation, persistent points at every load level)."""
+    for kind, client in (("rabbitmq", "pika"), ("rabbitmq", "kombu"), ("activemq", "stomp")):
+        cp = default_profile(kind, client).client_path
+        assert cp is not None and cp.missing() is None, (kind, client)
+        assert cp.cpu_per_op and cp.cpu_per_op > 0, (kind, client)
+        rates = {p.rate for p in cp.delivery if p.persistent}
+        assert rates == {ph.total for ph in PHASES}, (kind, client, rates)
+
+
+def test_every_phase_measures_persistent_deliveries_at_the_same_total_load() -> None:
+    s = Scenario.model_validate(calibration_scenario("rabbitmq", "pika"))
+    for ph in PHASES:
+        persistent = [p for p in s.producers if p.name == f"{ph.name}-persistent"]
+        assert len(persistent) == 1 and persistent[0].persistent, ph
+        assert persistent[0].arrival.rate == pytest.approx(ph.persistent) and ph.persistent >= 20
+    queue = next(q for q in s.topology.queues if q.name == "mqbed-cal-persistent")
+    assert queue.durable
 
 
 def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> None:

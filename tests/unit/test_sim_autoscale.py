@@ -44,7 +44,11 @@ def ramp():  # type: ignore[no-untyped-def]
 def test_elastic_ramp_scales_up_when_average_load_exceeds_max_load(ramp) -> None:  # type: ignore[no-untyped-def]
     s, r = ramp
     scales = _scales(r)
-    assert len(scales) == pytest.approx(s.duration, abs=2)  # one decision per 1 s period
+    # one decision per 1 s period, from the first period to the end of the load and on while
+    # the backlog drains (how long that takes is the prediction's, not this test's)
+    times = [t for t, _ in scales]
+    assert times == pytest.approx([float(i) for i in range(1, len(times) + 1)])
+    assert times[-1] >= s.duration
     ups = [(t, d) for t, d in scales if d["action"] == "up"]
     assert ups, "the ramp to 750 msg/s must add queues"
     t0, first = ups[0]

@@ -103,7 +103,7 @@ def test_light_load_latency_follows_the_measured_client_path() -> None:
     _, d, _ = frames(res)
     table = prof.client_path.delivery_table(5.0, 200, False, 0.0)
     lat = d.latency_s.to_numpy()
-    assert ks_to_sample(table, lat) < 0.05
+    assert ks_to_sample(table, lat) < 0.05, ks_to_sample(table, lat)
     assert lat.min() >= table.floor * 0.999
 
 

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from functools import partial
 from typing import Any, ClassVar
 
 import pika
@@ -42,22 +41,15 @@ from testbed.brokers.base import (
     ConnectionLost,
     Declaration,
     DeclarationError,
-    Delivery,
     Destination,
     ExchangeDecl,
     QueueDecl,
     parse_publish_ns,
     sort_declarations,
 )
-from testbed.brokers.common import PumpedConsumer, PumpedProducer, shut_socket
-
-_CONN_ERRORS: tuple[type[BaseException], ...] = (
-    pe.AMQPConnectionError,
-    pe.ConnectionWrongStateError,
-    pe.ChannelWrongStateError,
-    pe.StreamLostError,
-    OSError,
-)
+from testbed.brokers.common import PumpedProducer, shut_socket
+from testbed.brokers.rabbitmq_consumer import PIKA_ERRORS as _CONN_ERRORS
+from testbed.brokers.rabbitmq_consumer import PikaConsumer
 
 RABBITMQ_CAPABILITIES = Capabilities(
     confirms=True,
@@ -326,86 +318,6 @@ class PikaProducer(PumpedProducer):
         self._a.pump(0)
 
     def close(self) -> None:
-        if self._ch.is_open:
-            with suppress(*_CONN_ERRORS):
-                self._ch.close()
-
-
-class PikaConsumer(PumpedConsumer):
-    """basic.consume on its own channel with basic.qos(prefetch)."""
-
-    def __init__(
-        self, adapter: RabbitMQAdapter, queue: str, prefetch: int, ack_mode: AckMode
-    ) -> None:
-        super().__init__()
-        self._a = adapter
-        self.queue = queue
-        self.ack_mode = ack_mode
-        self._closed_reason: str | None = None
-        self._ch = adapter.channel()
-        self._ch._impl.add_on_close_callback(self._on_close)
-        with adapter.translate(f"consume from queue {queue!r}"):
-            self._ch.basic_qos(prefetch_count=prefetch)
-            self._ctag = self._ch.basic_consume(
-                queue, self._on_message, auto_ack=(ack_mode == "auto")
-            )
-
-    def _on_close(self, _ch: Any, reason: BaseException) -> None:
-        self._closed_reason = str(reason)
-
-    def _on_message(self, _ch: Any, method: Any, props: Any, body: bytes) -> None:
-        headers = dict(props.headers or {})
-        manual = self.ack_mode == "manual"
-        if manual:
-            self._unsettled.add(method.delivery_tag)
-        self._buf.append(
-            Delivery(
-                body=body,
-                headers=headers,
-                msg_id=props.message_id or "",
-                redelivered=bool(method.redelivered),
-                t_publish_ns=parse_publish_ns(headers.get(HDR_T_PUBLISH_NS)),
-                t_receive_ns=time.time_ns(),
-                delivery_tag=method.delivery_tag,
-                queue=self.queue,
-                _settle=self._settle if manual else None,
-            )
-        )
-
-    def _settle(self, d: Delivery, action: str, requeue: bool) -> None:
-        tag = d.delivery_tag
-        if action == "ack":
-            call = partial(self._ch.basic_ack, tag)
-        elif action == "nack":
-            call = partial(self._ch.basic_nack, tag, requeue=requeue)
-        else:
-            call = partial(self._ch.basic_reject, tag, requeue=False)
-        with self._a.translate(f"{action} msg {d.msg_id!r} on queue {self.queue!r}"):
-            if threading.get_ident() == self._a.owner:
-                call()
-            else:
-                self._a.connection.add_callback_threadsafe(call)
-        self._unsettled.discard(tag)
-
-    def _pump(self, timeout: float) -> None:
-        self._check_open()
-        self._a.pump(timeout)
-
-    def _check_open(self) -> None:
-        if self._closed_reason is not None or not self._ch.is_open:
-            raise ConnectionLost(
-                f"consumer channel on queue {self.queue!r} closed ({self._closed_reason}) "
-                f"on {self._a.where}"
-            )
-
-    def cancel(self) -> None:
-        if self._ch.is_open:
-            with self._a.translate(f"cancel consumer on {self.queue!r}"):
-                self._ch.basic_cancel(self._ctag)
-
-    def close(self) -> None:
-        self._buf.clear()
-        self._unsettled.clear()
         if self._ch.is_open:
             with suppress(*_CONN_ERRORS):
                 self._ch.close()

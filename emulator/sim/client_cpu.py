@@ -83,6 +83,12 @@ class ClientCpu:
         self.waited += s - t
         return s
 
+    def done_by(self, t: float) -> float:
+        """Book one operation that would *end* at `t` on a free process (the work precedes the
+        instant it stands for: a delivery ready to start, a publish's timestamp) and return
+        the instant it ends, ≥ `t` when other bookings push it back."""
+        return self.take(t - self.cost) + self.cost
+
 
 class Processes:
     """The Locust processes of a run (``scenario.workers``), each a ``ClientCpu``; users are

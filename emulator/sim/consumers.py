@@ -171,10 +171,8 @@ class Consumer:
             t += q.jitter()
             if t < t_disp + d:
                 t = t_disp + d
-        cpu = self.cpu
-        if cpu is not None:  # its receive work, booked on its process as its frames arrive
-            c = cpu.cost
-            t = cpu.take(t - c) + c
+        if self.cpu is not None:  # its receive work, booked on its process as its frames arrive
+            t = self.cpu.done_by(t)
         start = t if t > self.free else self.free
         ok = not (self.fail_p and self.u() < self.fail_p)
         done = start + (self.service() if ok else 0.0) + self.read()

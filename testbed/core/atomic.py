@@ -2,7 +2,8 @@
 
 Write to a temporary file in the same directory, fsync it, rename it over the target and fsync
 the directory (so the rename itself survives a power loss). Used for the run directory's
-``environment.json``, ledgers and tables (issue 16, finalisation).
+``environment.json``, ledgers and tables (issue 16, finalisation), and for the run's broker
+credentials file, created mode 0600 (`testbed.workload.credentials`).
 """
 
 from __future__ import annotations
@@ -44,11 +45,20 @@ def _replace(tmp: Path, path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def _create(tmp: Path, mode: int | None) -> Any:
+    """The temporary file, opened for writing; with `mode`, created with it (so a private file
+    is never readable by others, not even before a chmod)."""
+    if mode is None:
+        return open(tmp, "wb")
+    tmp.unlink(missing_ok=True)
+    return os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     path = Path(path)
     tmp = _tmp(path)
     try:
-        with open(tmp, "wb") as f:
+        with _create(tmp, mode) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -58,8 +68,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _replace(tmp, path)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
 def atomic_write_parquet(path: Path, table: pa.Table, **options: Any) -> None:

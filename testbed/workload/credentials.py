@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from testbed.core.atomic import atomic_write_text
 from testbed.core.redact import MASK, redact_url
 
 ENV_SECRETS = "MQBED_RUN_SECRETS"
@@ -44,16 +45,11 @@ def split_credentials(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 def write_secrets(path: Path, secrets: Mapping[str, Any]) -> None:
     """Write `secrets` to `path`, mode 0600 from creation on (its directory 0700).
 
-    Atomic: the file is written aside and renamed over `path`. A run rewrites it when t=0 is
-    fixed while its Locust processes may be reading it; removing it first left a moment in which
-    a user starting then found no file and failed its run."""
+    Atomic: a run rewrites it when t=0 is fixed while its Locust processes may be reading it;
+    removing it first left a moment in which a user starting then found no file and failed its
+    run."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(secrets, fh)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(secrets), mode=0o600)
 
 
 def _from_urls(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ so callers never run code on the receiver thread.
 
 from __future__ import annotations
 
-__all__ = ["StompSession", "Subscription", "nodelay"]
+__all__ = ["StompSession", "Subscription"]
 
 import contextlib
 import itertools
@@ -47,7 +47,7 @@ class Subscription:
     frames: queue.Queue[Any] = field(default_factory=queue.Queue)
 
 
-def nodelay(sock: socket.socket | None) -> None:
+def _nodelay(sock: socket.socket | None) -> None:
     """Turn Nagle's algorithm off on the session's socket, as pika and py-amqp do on theirs and
     the broker's connector does on its side (``transport.tcpNoDelay``); stomp.py leaves it on.
 
@@ -137,7 +137,7 @@ class StompSession:
             self._stop(conn)
             why = self.last_error or f"no CONNECTED frame within {self._timeout} s"
             raise ConnectionLost(f"connect to {self.where}: {why}")
-        nodelay(conn.transport.socket)
+        _nodelay(conn.transport.socket)
         self._conn = conn
         self.alive = True
 

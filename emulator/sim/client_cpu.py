@@ -3,8 +3,13 @@
 A Locust process is one thread: gevent runs its users' greenlets one at a time. Every publish
 and every delivery (frame parsing, the callback, the ack, the record) costs it CPU, and while
 it spends that on one user the others wait. Calibration measures the cost per client
-operation (``ClientPath.cpu_per_op``: the marginal CPU of a publish or a delivery, fitted over
-the process's per-second samples, ``testbed.observe.process_cpu``).
+operation and where it goes (``ClientPath.cpu``, ``testbed.observe.process_cpu``): a publish's
+work ends at its timestamp; a delivery's *receive* work (socket reads, frame parsing) ends
+where its handler starts, and other deliveries arriving meanwhile wait for it; its *ack* work
+(ack, record) follows its service — the consumer's hold already counts it as its own time, so
+it only occupies the process for the others. Booking a delivery's whole cost before its
+handler (revision 2) made the tenth of ten fanned-out copies wait for nine whole operations:
+0.4 ms per copy where the measured copies of the fan-out 1→10 follow each other by ~0.2 ms.
 The delivery and hold tables already carry the *average* contention of the calibration's
 independent Poisson streams; what they cannot carry is work that arrives together: one
 published message fanned out to five queues whose five consumers live in one process (the
@@ -33,13 +38,18 @@ _PRUNE_AT = 512
 
 
 class ClientCpu:
-    """One Locust process: ``take(t)`` books ``cost`` seconds of its CPU at the first free
-    instant ≥ ``t`` and returns that instant."""
+    """One Locust process: ``take(t, c)`` books ``c`` seconds of its CPU at the first free
+    instant ≥ ``t`` and returns that instant. ``publish``, ``receive`` and ``ack`` are its costs
+    per operation (``ClientPath.cpu``): a publish, a delivery's work before its handler starts,
+    and its ack and record after its service."""
 
-    def __init__(self, cost: float) -> None:
-        if cost < 0:
-            raise ValueError(f"CPU cost per client operation must be ≥ 0, not {cost!r}")
-        self.cost = cost
+    def __init__(self, publish: float, receive: float, ack: float = 0.0) -> None:
+        costs = (publish, receive, ack)
+        if any(c < 0 for c in costs):
+            raise ValueError(f"CPU costs per client operation must be ≥ 0, not {costs!r}")
+        self.publish, self.receive, self.ack = costs
+        self.gap = min((c for c in costs if c > 0), default=0.0)
+        """Gaps shorter than the cheapest booking can never be used: they are closed."""
         self.starts: list[float] = []
         self.ends: list[float] = []
         self.booked = 0.0
@@ -47,8 +57,7 @@ class ClientCpu:
         self.waited = 0.0
         """Seconds requests were pushed back by work booked before them."""
 
-    def take(self, t: float) -> float:
-        c = self.cost
+    def take(self, t: float, c: float) -> float:
         starts, ends = self.starts, self.ends
         n = len(starts)
         if n > _PRUNE_AT:
@@ -63,11 +72,15 @@ class ClientCpu:
             if ends[i] > s:
                 s = ends[i]
             i += 1
+        self.waited += s - t
+        if c <= 0:
+            return s  # the first free instant; nothing to book
         e = s + c
-        # every booking costs the same, so a gap shorter than one can never be used: it is
-        # merged into its neighbours, which keeps the calendar short at high utilisation
-        left = i > 0 and s - ends[i - 1] < c
-        right = i < n and starts[i] - e < c
+        g = self.gap
+        # a gap shorter than the cheapest booking can never be used: it is merged into its
+        # neighbours, which keeps the calendar short at high utilisation
+        left = i > 0 and s - ends[i - 1] < g
+        right = i < n and starts[i] - e < g
         if left and right:
             ends[i - 1] = ends[i]
             del starts[i]
@@ -80,14 +93,13 @@ class ClientCpu:
             starts.insert(i, s)
             ends.insert(i, e)
         self.booked += c
-        self.waited += s - t
         return s
 
-    def done_by(self, t: float) -> float:
-        """Book one operation that would *end* at `t` on a free process (the work precedes the
-        instant it stands for: a delivery ready to start, a publish's timestamp) and return
-        the instant it ends, ≥ `t` when other bookings push it back."""
-        return self.take(t - self.cost) + self.cost
+    def done_by(self, t: float, c: float) -> float:
+        """Book ``c`` seconds of work that would *end* at `t` on a free process (the work
+        precedes the instant it stands for: a delivery's handler starting, a publish's
+        timestamp) and return the instant it ends, ≥ `t` when other bookings push it back."""
+        return self.take(t - c, c) + c
 
 
 class Processes:
@@ -96,8 +108,8 @@ class Processes:
     gives users of fixed counts (which user shares a process with which is an approximation
     for more than one process). No processes when the profile has no CPU cost per operation."""
 
-    def __init__(self, workers: int, cost: float | None) -> None:
-        self.cpus = [ClientCpu(cost) for _ in range(workers)] if cost else []
+    def __init__(self, workers: int, costs: tuple[float, float, float] | None) -> None:
+        self.cpus = [ClientCpu(*costs) for _ in range(workers)] if costs and any(costs) else []
         self._dealt = 0
 
     def next(self) -> ClientCpu | None:

@@ -171,11 +171,15 @@ class Consumer:
             t += q.jitter()
             if t < t_disp + d:
                 t = t_disp + d
-        if self.cpu is not None:  # its receive work, booked on its process as its frames arrive
-            t = self.cpu.done_by(t)
+        cpu = self.cpu
+        if cpu is not None:  # its receive work, booked on its process as its frames arrive
+            t = cpu.done_by(t, cpu.receive)
         start = t if t > self.free else self.free
         ok = not (self.fail_p and self.u() < self.fail_p)
-        done = start + (self.service() if ok else 0.0) + self.read()
+        served = start + (self.service() if ok else 0.0)
+        if cpu is not None and cpu.ack:  # ack and record: in its hold, in the others' way
+            cpu.take(served, cpu.ack)
+        done = served + self.read()
         self.free = done
         mode = self.ack
         call_at = self.call_at

@@ -115,11 +115,18 @@ class Costs:
             return None
         return cp.hold_table(total_rate)
 
-    def client_cpu(self) -> float | None:
-        """CPU seconds per client operation of one Locust process (None: not measured, so the
-        processes are not simulated as shared servers; ``emulator.sim.client_cpu``)."""
+    def client_cpu(self) -> tuple[float, float, float] | None:
+        """CPU seconds of one Locust process per publish, per delivery before its handler and
+        per delivery after its service (None: not measured, so the processes are not simulated
+        as shared servers; ``emulator.sim.client_cpu``). A profile with only the total per
+        operation books it all before a delivery's handler, as it was measured to mean."""
         cp = self.profile.client_path
-        return None if cp is None else cp.cpu_per_op
+        if cp is None:
+            return None
+        if cp.cpu is not None:
+            return (cp.cpu.publish, cp.cpu.receive, cp.cpu.ack)
+        c = cp.cpu_per_op
+        return None if not c else (c, c, 0.0)
 
     def size_slope(self, rate: float) -> float:
         """s/byte of the delivery residual (the base fit's slope less the queue process's)."""

@@ -148,7 +148,7 @@ class Producer:
             # its own message's send. Booked after the timestamp, that wait counted twice (at
             # 5 msg/s, KS 0.15 between the simulated latency and the table it was drawn from;
             # 0.02 booked before)
-            at = self.cpu.done_by(at)
+            at = self.cpu.done_by(at, self.cpu.publish)
         self.call_at(at, self._fire_open)
 
     def _fire_open(self, ev: Any = None) -> None:
@@ -175,7 +175,7 @@ class Producer:
             b.wait_unblocked(self._fire_closed)
             return
         if self.cpu is not None and not self._booked:
-            at = self.cpu.done_by(now)  # as in _next
+            at = self.cpu.done_by(now, self.cpu.publish)  # as in _next
             if at > now:  # its process is busy with other users: publish when it is free
                 self._booked, self.t_int = True, now
                 self.call_at(at, self._fire_closed)

@@ -28,7 +28,9 @@ The Locust process samples its CPU time and its counts of publishes and deliveri
 (``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
 ``cpu_per_op``, the marginal CPU cost of one client operation, with which the simulator makes the
 users of one process wait for each other (0 when no positive slope could be fitted: measured, and
-no shared-server term; a cached profile with 0 is not measured again for it).
+no shared-server term; a cached profile with 0 is not measured again for it). The same samples
+split it by where it is spent (``cpu``: publish, receive before a handler starts, ack after its
+service; ``testbed.observe.process_cpu.cpu_split``).
 
 Foreign load: the machine's CPU time not spent by this process tree is measured over the
 attempt (``/proc/stat`` minus psutil's per-process times, plus the hypervisor's steal). An
@@ -65,7 +67,7 @@ from testbed.core.client_path import (
     Provenance,
 )
 from testbed.core.quantiles import ks_to_sample, quantile_table
-from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, read_usage
+from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, cpu_split, read_usage
 
 SMALL, LARGE = 200, 16_000
 HOLD_SERVICE = 0.008
@@ -377,6 +379,7 @@ def measure_client_path(
         hold=holds,
         fit=fits,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
+        cpu=cpu_split(usage),
         protocol=PROTOCOL,
         provenance=Provenance(
             host=host,

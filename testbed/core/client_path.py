@@ -13,7 +13,10 @@ library as a real run, and keeps from its records two empirical distributions pe
   back: the gap between the starts of two messages served back to back, minus the service
   time asked for (timer overshoot of the event loop, the callback, the ack, the record).
 - ``cpu_per_op``: the CPU one Locust process spends per publish or delivery — what makes the
-  users of one process wait for each other (``emulator.sim.client_cpu``).
+  users of one process wait for each other (``emulator.sim.client_cpu``);
+- ``cpu``: where that CPU goes — a publish, a delivery before its handler starts (receive) and
+  after its service (ack and record): work that delays the next delivery and work that does
+  not (``testbed.observe.process_cpu``).
 
 Between measured points a table is interpolated quantile by quantile: in log(rate) and in
 size; outside the measured range it is clamped (rate) or shifted by the profile's linear
@@ -22,7 +25,15 @@ size cost (size).
 
 from __future__ import annotations
 
-__all__ = ["ClientPath", "PathPoint", "HoldPoint", "Provenance", "PointFit", "BUSY_GENERATOR"]
+__all__ = [
+    "BUSY_GENERATOR",
+    "ClientPath",
+    "CpuSplit",
+    "HoldPoint",
+    "PathPoint",
+    "PointFit",
+    "Provenance",
+]
 
 import math
 from typing import Literal
@@ -34,18 +45,29 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 2
+PROTOCOL = 3
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
 1. the first client paths;
 2. persistent deliveries measured at every load level, not only the high one; and ActiveMQ's
    STOMP sessions without Nagle's algorithm, whose held-back frames had added 15-45 ms stalls to
-   every ActiveMQ table."""
+   every ActiveMQ table;
+3. the CPU of a client operation split into publish, receive and ack (``ClientPath.cpu``)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
 live run's warning and the prediction's)."""
+
+
+class CpuSplit(Strict):
+    """Mean CPU seconds of one Locust process per publish (build, send, record), per delivery
+    before its handler starts (socket reads, frame parsing: ``receive``) and per delivery after
+    its service (ack and record: ``ack``)."""
+
+    publish: float = Field(ge=0)
+    receive: float = Field(ge=0)
+    ack: float = Field(ge=0)
 
 
 class PathPoint(Strict):
@@ -107,6 +129,9 @@ class ClientPath(Strict):
     """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
     delivery with its ack and record — fitted over the calibration's per-second samples (0: no
     positive slope found; None: measured before this was recorded)."""
+    cpu: CpuSplit | None = None
+    """Where ``cpu_per_op`` goes (None: not measured; the simulator then books the whole
+    operation before a delivery's handler, as revision 2 did)."""
     provenance: Provenance
     protocol: int = Field(1, ge=1)
     """The calibration revision that measured it (`PROTOCOL`); 1 for profiles older than this
@@ -131,7 +156,8 @@ class ClientPath(Strict):
         a cached profile that lacks something is measured again."""
         if self.protocol < PROTOCOL:
             return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
-                    "level, STOMP without Nagle's delay)")  # fmt: skip
+                    "level, STOMP without Nagle's delay, the client CPU split by where it "
+                    "is spent)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         return None

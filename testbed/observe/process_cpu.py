@@ -14,16 +14,28 @@ ten consumers at 36 operations/s, 3 ms of CPU per operation by the ratio, agains
 the fan-out at 1,100 operations/s. :func:`cpu_per_op` therefore fits, over the samples of every
 process, CPU = a·time + b·operations by least squares and keeps the slope b; the calibration's
 three phases of load give the spread of rates that separates the two.
+
+Where in an operation the CPU goes matters as much as how much: a delivery's frames are read and
+parsed *before* its handler starts (other users' deliveries that arrive meanwhile wait), its ack
+and record *after* its service (the handler's own time already holds them). Publishes and
+deliveries come one for one in calibration, so a fit over counts cannot tell them apart; the
+process therefore also sums the CPU spent inside two spans it can see (``SPANS``, on this
+thread's CPU clock): each publish (build, send, record) and each delivery's end (ack, record).
+:func:`cpu_split` gives their means per operation and fits the rest — what no span covers, the
+socket reads and frame parsing before a handler starts — per delivery, over the same samples.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "SPANS",
+    "CpuSpans",
     "DIRNAME",
     "SAMPLE_S",
     "ProcessUsage",
     "UsageClock",
     "cpu_per_op",
+    "cpu_split",
     "generator_report",
     "read_usage",
 ]
@@ -36,13 +48,34 @@ from pathlib import Path
 
 import numpy as np
 
-from testbed.core.client_path import BUSY_GENERATOR
+from testbed.core.client_path import BUSY_GENERATOR, CpuSplit
 
 DIRNAME = "processes"
 SAMPLE_S = 1.0
 """Seconds between two samples of a process's running totals."""
 MIN_INTERVALS = 10
 """Sample intervals below which no marginal cost is fitted."""
+
+
+class CpuSpans:
+    """Running sums of this process's CPU inside its publishes and its deliveries' ends.
+
+    Module state on purpose: CPU time belongs to the OS process, and every user of a Locust
+    process runs on its one gevent thread, so one accumulator per process is the whole truth.
+    ``time.thread_time`` reads that thread's CPU clock (other threads' work is not counted).
+    """
+
+    __slots__ = ("publish_s", "ack_s")
+
+    def __init__(self) -> None:
+        self.publish_s = 0.0
+        self.ack_s = 0.0
+
+
+SPANS = CpuSpans()
+"""This process's spans (testbed.workload's producers and consumers add to it)."""
+now_cpu = time.thread_time
+"""The clock the spans are measured on."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +86,9 @@ class ProcessUsage:
     publishes: int
     deliveries: int
     samples: list[list[float]] = field(default_factory=list)
-    """[seconds since the start, CPU seconds, publishes, deliveries], every ``SAMPLE_S``."""
+    """[seconds since the start, CPU seconds, publishes, deliveries, CPU seconds inside
+    publishes, CPU seconds inside deliveries' ends], every ``SAMPLE_S`` (files written before
+    the spans have the first four)."""
 
     @property
     def utilisation(self) -> float:
@@ -76,13 +111,15 @@ class UsageClock:
             round(time.process_time() - self.cpu0, 4),
             publishes,
             deliveries,
+            round(SPANS.publish_s, 5),
+            round(SPANS.ack_s, 5),
         ]
 
     def sample(self, publishes: int, deliveries: int) -> None:
         self.samples.append(self._now(publishes, deliveries))
 
     def write(self, measured_dir: Path, worker: str, publishes: int, deliveries: int) -> Path:
-        wall, cpu, _, _ = self._now(publishes, deliveries)
+        wall, cpu, *_ = self._now(publishes, deliveries)
         usage = ProcessUsage(worker, cpu, wall, publishes, deliveries, self.samples)
         folder = Path(measured_dir) / DIRNAME
         folder.mkdir(parents=True, exist_ok=True)
@@ -122,7 +159,7 @@ def cpu_per_op(usages: list[ProcessUsage]) -> float | None:
     spread of rates, or a slope that is not positive."""
     rows = []
     for u in usages:
-        s = np.asarray(u.samples, dtype=float)
+        s = np.asarray([x[:4] for x in u.samples], dtype=float)
         if len(s) < 2 or s.shape[1] != 4:
             continue
         d = np.diff(s, axis=0)
@@ -136,6 +173,36 @@ def cpu_per_op(usages: list[ProcessUsage]) -> float | None:
         return None  # too few intervals, or too little spread of rates to separate the terms
     (_, slope), *_ = np.linalg.lstsq(x[:, :2], x[:, 2], rcond=None)
     return float(slope) if slope > 0 else None
+
+
+def cpu_split(usages: list[ProcessUsage]) -> CpuSplit | None:
+    """Where a client operation's CPU goes (see the module docstring): the spans' sums over
+    the publishes and deliveries they cover give ``publish`` and ``ack``; the CPU outside them
+    is fitted as a·time + receive·deliveries by least squares over every sample interval. None
+    without span samples, with fewer than ``MIN_INTERVALS`` intervals or too little spread of
+    delivery rates; a receive fitted below zero is 0 (the spans hold all the marginal CPU)."""
+    rows = []
+    for u in usages:
+        s = np.asarray([x for x in u.samples if len(x) == 6], dtype=float)
+        if len(s) >= 2:
+            rows.append(np.diff(s, axis=0))
+    if not rows:
+        return None
+    d = np.concatenate(rows)
+    d = d[d[:, 0] > 0]
+    publishes, deliveries = d[:, 2].sum(), d[:, 3].sum()
+    if len(d) < MIN_INTERVALS or deliveries <= 0 or publishes <= 0:
+        return None
+    rates = d[:, 3] / d[:, 0]
+    if np.ptp(rates) < 0.2 * rates.max():
+        return None
+    rest = d[:, 1] - d[:, 4] - d[:, 5]
+    (_, receive), *_ = np.linalg.lstsq(d[:, [0, 3]], rest, rcond=None)
+    return CpuSplit(
+        publish=round(float(d[:, 4].sum() / publishes), 7),
+        receive=round(max(float(receive), 0.0), 7),
+        ack=round(float(d[:, 5].sum() / deliveries), 7),
+    )
 
 
 def generator_report(usages: list[ProcessUsage]) -> tuple[list[dict[str, object]], list[str]]:

@@ -38,6 +38,7 @@ from testbed.core.broker_kinds import KINDS
 from testbed.core.clock import RunClock
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
 from testbed.core.visibility import dead_letter_queue, delay_queue_of
+from testbed.observe.process_cpu import SPANS, now_cpu
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
@@ -121,6 +122,13 @@ class ConsumerLoop:
             self._publish_follow_up(f)
 
     def _publish_follow_up(self, f: FollowUpSpec) -> None:
+        c0 = now_cpu()
+        try:
+            self._send_follow_up(f)
+        finally:
+            SPANS.publish_s += now_cpu() - c0
+
+    def _send_follow_up(self, f: FollowUpSpec) -> None:
         if f.queue is not None:
             dest = Destination.queue(f.queue)
         else:
@@ -260,6 +268,7 @@ class ConsumerLoop:
             return
         service = self._service()
         self._serve(service)
+        c0 = now_cpu()  # the delivery's end: ack and record (observe.process_cpu's spans)
         if ack == "after_processing":
             if vis is not None and not vis.settle(d):
                 self._current = None
@@ -278,6 +287,7 @@ class ConsumerLoop:
             size,
             service_s=max(service, 0.0),
         )
+        SPANS.ack_s += now_cpu() - c0
         self._current = None
         self._follow_ups(d, msg_type)
 

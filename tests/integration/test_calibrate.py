@@ -75,6 +75,10 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     assert prof.client_path is not None and prof.client_path.client == "stomp"
     cost = prof.client_path.cpu_per_op  # the Locust process's CPU per publish or delivery
     assert cost is not None and 1e-5 < cost < 0.01, cost
+    split = prof.client_path.cpu  # where it goes: measured spans and the fitted rest
+    assert split is not None and split.publish > 0 and split.ack > 0, split
+    # one publish and one delivery per message: the parts add up to the two operations
+    assert split.publish + split.receive + split.ack == pytest.approx(2 * cost, rel=0.5), split
     restart = prof.restart_time
     assert restart is not None and restart.samples == 1, restart
     assert 0.1 < restart.mean < 120 and restart.date, restart

@@ -12,21 +12,22 @@ import pytest
 
 from emulator.sim.client_cpu import ClientCpu, Processes
 from emulator.sim.model import Model
-from testbed.core.client_path import ClientPath
+from testbed.core.client_path import ClientPath, CpuSplit
 from testbed.core.profile import Profile, default_profile
 from testbed.core.scenario_loader import parse_scenario
 from testbed.observe.process_cpu import (
     ProcessUsage,
     UsageClock,
     cpu_per_op,
+    cpu_split,
     generator_report,
     read_usage,
 )
 
 
 def test_bookings_take_the_first_gap_that_holds_them() -> None:
-    cpu = ClientCpu(1.0)
-    assert [cpu.take(t) for t in (0.0, 0.0, 0.5, 10.0, 3.5, 4.0, 9.5)] == [
+    cpu = ClientCpu(1.0, 1.0)
+    assert [cpu.take(t, 1.0) for t in (0.0, 0.0, 0.5, 10.0, 3.5, 4.0, 9.5)] == [
         0.0, 1.0, 2.0, 10.0, 3.5, 4.5, 11.0,
     ]  # fmt: skip
     # merged: touching intervals, and the gap [3, 3.5) that no booking of 1 s can use
@@ -46,32 +47,43 @@ def _earliest(busy: list[tuple[float, float]], t: float, c: float) -> float:
 def test_bookings_match_brute_force_in_any_order() -> None:
     rnd = random.Random(5)
     for _ in range(100):
-        cpu = ClientCpu(0.3)
+        cpu = ClientCpu(0.3, 0.1, 0.5)
         busy: list[tuple[float, float]] = []
         for _ in range(40):
-            t = rnd.uniform(0, 10)
-            expected = _earliest(busy, t, 0.3)
-            assert cpu.take(t) == pytest.approx(expected)
-            busy.append((expected, expected + 0.3))
+            t, c = rnd.uniform(0, 10), rnd.choice((0.3, 0.1, 0.5))
+            expected = _earliest(busy, t, c)
+            assert cpu.take(t, c) == pytest.approx(expected)
+            busy.append((expected, expected + c))
         assert all(e < s for e, s in zip(cpu.ends, cpu.starts[1:], strict=False))
-        assert cpu.booked == pytest.approx(12)
-        assert all(s - e >= 0.3 for e, s in zip(cpu.ends, cpu.starts[1:], strict=False))
+        assert cpu.booked == pytest.approx(sum(b - a for a, b in busy))
+        # gaps shorter than the cheapest booking are closed
+        assert all(s - e >= 0.1 for e, s in zip(cpu.ends, cpu.starts[1:], strict=False))
+
+
+def test_a_zero_cost_request_gets_the_first_free_instant_and_books_nothing() -> None:
+    cpu = ClientCpu(0.0, 0.0, 1.0)
+    assert cpu.take(2.0, 1.0) == 2.0
+    assert cpu.take(2.5, 0.0) == 3.0  # inside the busy interval: its end
+    assert cpu.take(1.0, 0.0) == 1.0  # before it: at once
+    assert (cpu.starts, cpu.ends, cpu.booked) == ([2.0], [3.0], 1.0)
+    assert cpu.done_by(5.0, 0.5) == 5.0 and cpu.starts[-1] == 4.5
 
 
 def test_old_bookings_are_dropped_so_memory_stays_bounded() -> None:
-    cpu = ClientCpu(0.001)
+    cpu = ClientCpu(0.001, 0.001)
     for i in range(20_000):
-        cpu.take(i * 0.01)
+        cpu.take(i * 0.01, 0.001)
     assert len(cpu.starts) < 1_600  # ~10 s of 100 bookings/s plus the pruning slack
 
 
 def test_users_are_dealt_to_processes_in_turn() -> None:
-    procs = Processes(3, 0.001)
+    procs = Processes(3, (0.001, 0.001, 0.0))
     got = [procs.next() for _ in range(7)]
     assert [procs.cpus.index(c) for c in got if c is not None] == [0, 1, 2, 0, 1, 2, 0]
     assert Processes(4, None).next() is None  # a profile without the figure: no shared server
+    assert Processes(4, (0.0, 0.0, 0.0)).next() is None  # measured as free
     with pytest.raises(ValueError, match="≥ 0"):
-        ClientCpu(-1.0)
+        ClientCpu(0.001, -1.0)
 
 
 def test_usage_file_round_trip(tmp_path: Path) -> None:
@@ -83,9 +95,32 @@ def test_usage_file_round_trip(tmp_path: Path) -> None:
     (measured / "processes" / "torn.json").write_text("{", encoding="utf-8")
     usages = read_usage(tmp_path)
     assert [u.worker for u in usages] == ["w0-11", "w1-12"]
-    assert usages[0].samples[0][2:] == [10, 5] and usages[0].publishes == 300
+    assert usages[0].samples[0][2:4] == [10, 5] and usages[0].publishes == 300
+    assert len(usages[0].samples[0]) == 6  # and the CPU inside publishes and deliveries' ends
     data = json.loads((measured / "processes" / "w0-11.json").read_text(encoding="utf-8"))
     assert set(data) == {"worker", "cpu_s", "wall_s", "publishes", "deliveries", "samples"}
+
+
+def test_the_split_of_the_cpu_reads_the_spans_and_fits_the_rest_per_delivery() -> None:
+    """0.1 core idle; a publish 0.15 ms and an ack 0.25 ms inside the spans; 0.3 ms per
+    delivery outside them (socket reads, parsing): the split finds all three."""
+    rng = random.Random(4)
+    rates = [0.0] * 5 + [100.0] * 12 + [368.0] * 12 + [716.0] * 14 + [0.0] * 5
+    out, cpu, pubs, dels, pub_s, ack_s = [[0.0] * 6], 0.0, 0, 0, 0.0, 0.0
+    for i, rate in enumerate(rates, 1):
+        n = int(rate)
+        pubs, dels = pubs + n, dels + n
+        pub_s, ack_s = pub_s + 0.00015 * n, ack_s + 0.00025 * n
+        cpu += 0.1 + 0.0007 * n + rng.uniform(-0.005, 0.005)
+        out.append([float(i), cpu, pubs, dels, pub_s, ack_s])
+    u = ProcessUsage("w0-1", cpu, 48.0, pubs, dels, out)
+    got = cpu_split([u])
+    assert got is not None
+    assert got.publish == pytest.approx(0.00015) and got.ack == pytest.approx(0.00025)
+    assert got.receive == pytest.approx(0.0003, rel=0.1)
+    assert cpu_per_op([u]) == pytest.approx(0.00035, rel=0.05)  # the same CPU, per operation
+    old = ProcessUsage("w0-2", cpu, 48.0, pubs, dels, [x[:4] for x in out])
+    assert cpu_split([old]) is None  # a file from before the spans
 
 
 def _samples(
@@ -136,12 +171,12 @@ consumers:
 """
 
 
-def _fanout(workers: int) -> object:
+def _fanout(workers: int, service: str = "0ms") -> object:
     queues = "\n".join(
         f"    - {{name: q{i}, bindings: [{{exchange: x, key: k}}]}}" for i in range(5)
     )
     consumers = "\n".join(
-        f"  - {{name: c{i}, queue: q{i}, service_time: {{kind: deterministic, value: 0ms}}}}"
+        f"  - {{name: c{i}, queue: q{i}, service_time: {{kind: deterministic, value: {service}}}}}"
         for i in range(5)
     )
     s, issues = parse_scenario(FANOUT.format(workers=workers, queues=queues, consumers=consumers))
@@ -149,17 +184,22 @@ def _fanout(workers: int) -> object:
     return s
 
 
-def _profile(cost: float | None) -> Profile:
+def _profile(cost: float | None, split: CpuSplit | None = None) -> Profile:
+    """The shipped profile with `cost` per operation, booked as `split` says (None: all of a
+    delivery's before its handler, as a profile of revision 2)."""
     prof = default_profile("rabbitmq", "pika")
     cp = prof.client_path
     assert isinstance(cp, ClientPath)
-    return prof.model_copy(update={"client_path": cp.model_copy(update={"cpu_per_op": cost})})
+    cp = cp.model_copy(update={"cpu_per_op": cost, "cpu": split})
+    return prof.model_copy(update={"client_path": cp})
 
 
-def _spread(workers: int, cost: float | None) -> float:
+def _spread(
+    workers: int, cost: float | None, split: CpuSplit | None = None, service: str = "0ms"
+) -> float:
     """Median, over published messages, of the time from the first to the last start of its
     five copies."""
-    r = Model(_fanout(workers), _profile(cost), 0).run()
+    r = Model(_fanout(workers, service), _profile(cost, split), 0).run()
     d = r.tables["deliveries"].to_pandas()
     return float(d.groupby("msg_id").t_deliver.agg(lambda x: x.max() - x.min()).median())
 
@@ -171,6 +211,21 @@ def test_five_consumers_of_one_process_start_one_after_another() -> None:
     assert shared >= 4 * cost * 0.999  # five receive works in a row, four waits
     assert alone < 2 * cost  # without the shared server the copies start independently
     assert _spread(5, cost) < shared / 2  # one consumer per process: nobody waits for another
+
+
+def test_only_the_receive_work_stands_between_fanned_out_copies() -> None:
+    """Split as calibration measures it, a copy waits for the others' receive work (before
+    their handlers), not for their acks (after their service): the copies of one message
+    start a receive apart, not a whole operation apart."""
+    cost, receive = 0.002, 0.0005
+    split = CpuSplit(publish=0.001, receive=receive, ack=2 * cost - receive - 0.001)
+    whole = _spread(1, cost, service="20ms")
+    spread = _spread(1, cost, split, service="20ms")
+    assert 4 * receive * 0.999 <= spread < whole / 2
+    assert whole >= 4 * cost * 0.999
+    # served at once, each copy's ack comes before the next copy's receive: the ack work
+    # occupies the process even though its own consumer does not wait for it
+    assert _spread(1, cost, split) >= 4 * (receive + split.ack) * 0.999
 
 
 def test_a_load_generator_near_a_core_is_named_in_a_warning() -> None:

@@ -109,10 +109,11 @@ def test_delivery_table_interpolates_in_log_rate_and_size_and_clamps() -> None:
 
 def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     """A cached profile is measured again when an older calibration revision measured it (its
-    persistent deliveries only at the high load, ActiveMQ's tables with Nagle's delay) or it
-    lacks the CPU per operation."""
+    persistent deliveries only at the high load, ActiveMQ's tables with Nagle's delay, no split
+    of the client CPU) or it lacks the CPU per operation."""
     cp = _client_path()
-    assert cp.protocol == 1 and "revision 2" in (cp.missing() or "")
+    assert cp.protocol == 1 and f"revision {PROTOCOL}" in (cp.missing() or "")
+    assert "CPU split" in (cp.model_copy(update={"protocol": 2}).missing() or "")
     cp = cp.model_copy(update={"protocol": PROTOCOL})
     assert "CPU per operation" in (cp.missing() or "")
     assert cp.model_copy(update={"cpu_per_op": 0.0}).missing() is None
@@ -131,6 +132,7 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         cp = default_profile(kind, client).client_path
         assert cp is not None and cp.missing() is None, (kind, client)
         assert cp.cpu_per_op and cp.cpu_per_op > 0, (kind, client)
+        assert cp.cpu is not None and cp.cpu.receive > 0, (kind, client)
         rates = {p.rate for p in cp.delivery if p.persistent}
         assert rates == {ph.total for ph in PHASES}, (kind, client, rates)
 

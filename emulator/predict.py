@@ -45,6 +45,7 @@ from emulator.errors import PredictionError
 from emulator.sim.runner import ReplicationResult, run_replications
 from emulator.sim.spool import merge_parts
 from emulator.sim.summary import summarize
+from testbed.core.atomic import atomic_write_text
 from testbed.core.availability import restart_seconds
 from testbed.core.client_path import BUSY_GENERATOR
 from testbed.core.ledger import write_ledgers
@@ -318,7 +319,7 @@ def _processes(s: Scenario, n: int, processes: int | None) -> int:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> Path:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Written atomically and fsynced: an interrupted prediction leaves the old file or the
+    whole new one, never a torn one."""
+    atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
     return path

@@ -7,7 +7,8 @@ are flushed in batches while running, and the `finally` path stops Locust by pro
 merges whatever parts exist, writes the ledger and `environment.json` (``"interrupted": true``),
 and stops the brokers this run started (`testbed.interrupts`: exit 130, 143, 129). A SIGKILLed
 run leaves ``environment.json`` as written at the start (``"interrupted": true``), the parts
-flushed so far, and its home ``<home>/runs/<run_id>/`` for `mqbed down` to clean.
+flushed so far, and its home ``<home>/runs/<run_id>/`` (and, on the docker backend, its
+containers and the dockerd it started) for `mqbed down` or the next run in that home to clean.
 
 No broker password is written under the run directory: the scenario copy is redacted
 (`testbed.core.redact`), Locust processes read the credentials from a 0600 file in the run's
@@ -38,7 +39,7 @@ from rich.console import Console
 
 from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.provision import node_names, provisioned
-from testbed.backends.run_homes import RunHome, run_home
+from testbed.backends.run_homes import RunHome, reap_before_run, run_home
 from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
@@ -171,6 +172,7 @@ def run_scenario(
         scenario.broker.backend = backend  # type: ignore[assignment]
     check_run_faults(scenario)
     reps = replications or scenario.replications
+    reap_before_run(home, lambda line: console.print(line, markup=False))  # killed runs' leftovers
     started = datetime.now(UTC)
     run_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{scenario.name}"
     run_dir = Path(out_dir) / run_id

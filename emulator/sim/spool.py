@@ -9,7 +9,9 @@ A replication's per-message records leave memory in chunks of messages while it 
   ledger's deliveries per message chunk, the in-window latencies the quantiles are selected
   from (``emulator.sim.select``);
 - the tables go to ``<table>.r<N>.parquet`` part files row group by row group
-  (``PartWriter``), and ``merge_parts`` joins the replications' parts in order.
+  (``PartWriter``), and ``merge_parts`` joins the replications' parts in order (into a
+  temporary file, fsynced and renamed into place: an interrupted prediction never leaves a
+  torn table).
 
 Nothing here holds more than one chunk (or one read block) in memory at a time.
 """
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 __all__ = ["ChunkFiles", "SideFile", "PartWriter", "merge_parts", "LEDGER_ROW"]
 
-import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from testbed.core.atomic import atomic_open
 from testbed.core.records import SCHEMAS
 
 LEDGER_ROW = np.dtype([("m", "<i8"), ("q", "<i4"), ("o", "<i1")])
@@ -133,13 +135,11 @@ class PartWriter:
 def merge_parts(parts: list[Path], out: Path, table: str) -> Path:
     """Concatenate part files (in the given order) into ``out``, one row group at a time."""
     schema = SCHEMAS[table]
-    tmp = out.with_suffix(".tmp")
-    with pq.ParquetWriter(str(tmp), schema) as w:
+    with atomic_open(out) as sink, pq.ParquetWriter(sink, schema) as w:  # fsynced, renamed
         for part in parts:
             f = pq.ParquetFile(part)
             for g in range(f.num_row_groups):
                 w.write_table(f.read_row_group(g))
         if not parts:
             w.write_table(schema.empty_table())
-    os.replace(tmp, out)
     return out

@@ -9,6 +9,9 @@ by its PID (SIGTERM, then SIGKILL), never by name.
 
 If a daemon already answers on ``ROOT/docker.sock`` (started by another process on the same
 root), `start()` uses it and `stop()` leaves it running.
+
+A run's engine (`engine_for_run`, recorded in the run's home so that ``mqbed down`` can stop
+what a killed run started) is in `testbed.backends.run_engine`.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ __all__ = [
     "DEFAULT_ENGINE_ROOT",
     "DockerEngine",
     "HOME_LABEL",
-    "engine_for_run",
     "reap_orphan_containers",
+    "shared_engine",
     "start_engine_for",
     "stop_engine_for",
+    "stop_engine_process",
 ]
 
 import contextlib
@@ -31,10 +35,17 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from testbed.backends.procs import ProcessRef, is_alive, signal_process, start_ticks, wait_gone
+from testbed.backends.procs import (
+    ProcessRef,
+    signal_group,
+    signal_process,
+    start_ticks,
+    wait_gone,
+)
+from testbed.core.atomic import atomic_write_text
 from testbed.exceptions import BackendError
 
 DEFAULT_ENGINE_ROOT = Path(
@@ -86,8 +97,14 @@ class DockerEngine:
     def running(self) -> bool:
         return _socket_answers(self.socket)
 
-    def start(self, timeout: float = 60.0) -> str:
+    def start(
+        self, timeout: float = 60.0, *, on_spawn: Callable[[ProcessRef], None] | None = None
+    ) -> str:
         """Start the daemon unless one answers on our socket; return `host`.
+
+        `on_spawn` is given the new daemon's identity as soon as it is launched (before it
+        answers), so that a caller can record it where a killed caller's clean-up finds it
+        (`testbed.backends.run_engine`); if it raises, the daemon is stopped again.
 
         Raises `BackendError` (with the log tail) when ``dockerd`` is missing, exits, or does
         not answer within `timeout` seconds.
@@ -129,7 +146,13 @@ class DockerEngine:
             )
         self.pid = self._proc.pid
         ref = ProcessRef(self.pid, self.pid, start_ticks(self.pid) or 0, str(self.root))
-        self.record_path.write_text(json.dumps(ref.to_json()) + "\n")
+        try:
+            atomic_write_text(self.record_path, json.dumps(ref.to_json()) + "\n")
+            if on_spawn is not None:
+                on_spawn(ref)
+        except BaseException:
+            self.stop()
+            raise
         deadline = t0 + timeout
         while not self.running():
             if self._proc.poll() is not None:
@@ -178,11 +201,7 @@ class DockerEngine:
             ref = ProcessRef.from_json(json.loads(self.record_path.read_text()))
         except (OSError, ValueError, KeyError):
             return
-        if is_alive(ref) and signal_process(ref, signal.SIGTERM):
-            for survivor in wait_gone([ref], timeout):
-                signal_process(survivor, signal.SIGKILL)
-            if wait_gone([ref], 10.0):
-                raise BackendError(f"dockerd PID {ref.pid} survived SIGKILL")
+        stop_engine_process(ref, timeout)
         self.record_path.unlink(missing_ok=True)
 
     def __enter__(self) -> DockerEngine:
@@ -218,27 +237,29 @@ class DockerEngine:
         return "\n".join(text.splitlines()[-lines:])
 
 
-@contextlib.contextmanager
-def engine_for_run(root: Path | str | None = None, timeout: float = 60.0) -> Iterator[str]:
-    """A Docker API URL for the duration of the block.
+def stop_engine_process(ref: ProcessRef, timeout: float = 30.0) -> bool:
+    """Stop the ``dockerd`` `ref` names — only while it is still that process (start time, and
+    its engine root in the command line): SIGTERM (it stops its containers and its
+    containerd), SIGKILL to its process group after `timeout` s. Returns whether it was
+    signalled; `BackendError` if it survives SIGKILL."""
+    if not signal_process(ref, signal.SIGTERM):
+        return False
+    if wait_gone([ref], timeout):
+        signal_group(ref, signal.SIGKILL)
+        if wait_gone([ref], 10.0):
+            raise BackendError(f"dockerd PID {ref.pid} survived SIGKILL")
+    return True
 
-    ``$DOCKER_HOST`` if set; else the system daemon if it answers on /var/run/docker.sock;
-    else a private `DockerEngine` under `root` (reused if one runs there), stopped afterwards
-    if this block started it.
-    """
+
+def shared_engine() -> str | None:
+    """The Docker API URL of an engine mqbed does not manage: ``$DOCKER_HOST`` if set, else
+    the system daemon if it answers on /var/run/docker.sock; None when neither."""
     env = os.environ.get("DOCKER_HOST")
     if env:
-        yield env
-        return
+        return env
     if _socket_answers(_SYSTEM_SOCKET):
-        yield f"unix://{_SYSTEM_SOCKET}"
-        return
-    engine = DockerEngine(root)
-    host = engine.start(timeout)
-    try:
-        yield host
-    finally:
-        engine.stop()
+        return f"unix://{_SYSTEM_SOCKET}"
+    return None
 
 
 _OWNER_FILE = "docker-engine.json"
@@ -253,11 +274,9 @@ def start_engine_for(
     here if needed, and then recorded in ``home/docker-engine.json`` so that `stop_engine_for`
     (``mqbed down``) stops it again.
     """
-    env = os.environ.get("DOCKER_HOST")
-    if env:
-        return env
-    if _socket_answers(_SYSTEM_SOCKET):
-        return f"unix://{_SYSTEM_SOCKET}"
+    shared = shared_engine()
+    if shared:
+        return shared
     engine = DockerEngine(root)
     host = engine.start(timeout)
     if engine.owned:

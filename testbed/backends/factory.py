@@ -11,6 +11,8 @@ broker faults), or None.
   afterwards. The engine is
   ``$DOCKER_HOST``, else the system daemon, else a private ``dockerd`` (see
   `testbed.backends.docker_engine`) that is stopped again after the run if the run started it.
+  The engine is recorded in the run's home (`testbed.backends.run_engine`), so that ``mqbed
+  down`` or the next run removes the containers and the daemon of a run killed by SIGKILL.
 - **external**: the scenario's ``broker.urls``, else ``$MQBED_BROKER_URLS``; nothing is started
   or stopped.
 """
@@ -33,8 +35,8 @@ from pathlib import Path
 
 from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.docker import STATE_FILE, DockerBackend
-from testbed.backends.docker_engine import engine_for_run
 from testbed.backends.external import ENV_URLS, ExternalBackend, urls_from_env
+from testbed.backends.run_engine import RUN_ENGINE, engine_for_run
 from testbed.core.scenario import Scenario
 from testbed.exceptions import BackendError, ConfigurationError
 
@@ -124,18 +126,23 @@ def provision_with_backend(
         if shared is not None:
             yield shared, None
             return
-    with engine_for_run() as docker_host:
-        own = DockerBackend(home / "runs" / run_id, docker_host, log=_progress)
-        memory_mb = run_memory_mb(scenario)
-        try:
-            endpoints = own.up([kind], timeout=120.0, detach=False, memory_limit_mb=memory_mb)
-            yield endpoints[0], own
-        finally:
+    own_home = Path(home) / "runs" / run_id  # the run's home (`run_homes.run_home`)
+    own_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        # the engine is recorded in the home until it is stopped: a killed run's is found
+        with engine_for_run(record=own_home / RUN_ENGINE) as docker_host:
+            own = DockerBackend(own_home, docker_host, log=_progress)
+            memory_mb = run_memory_mb(scenario)
             try:
-                own.down(timeout=30.0)
+                endpoints = own.up([kind], timeout=120.0, detach=False, memory_limit_mb=memory_mb)
+                yield endpoints[0], own
             finally:
-                own.close()
-                shutil.rmtree(own.home, ignore_errors=True)
+                try:
+                    own.down(timeout=30.0)
+                finally:
+                    own.close()
+    finally:
+        shutil.rmtree(own_home, ignore_errors=True)
 
 
 @contextmanager

@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import docker
     import docker.errors
 
-    from testbed.backends.docker_engine import engine_for_run
+    from testbed.backends.run_engine import engine_for_run
 
     parser = argparse.ArgumentParser(
         prog="python -m testbed.backends.images",

@@ -6,30 +6,34 @@ run starts its own broker, that broker's testbed (``state.json``, node data, log
 creates it when the run starts and removes it when the run ends — also on errors and signals.
 
 A run killed by SIGKILL cannot clean up: the kernel kills its brokers and Locust processes
-(``PR_SET_PDEATHSIG``), but the home stays. `reap_run_homes` (``mqbed down``) finds the homes
-whose `mqbed run` process is gone, stops every process their entries still name (identity
-checked by start time and command line, never by name), stops a broker testbed left in them
-and removes them. Homes of runs still on are left alone, and so are homes whose owner cannot be
-told (no ``run.json``, no ``state.json``) and homes of the docker backend.
+(``PR_SET_PDEATHSIG``), but the home stays. On the docker backend its broker containers and the
+private ``dockerd`` it started (recorded in the home's ``run-engine.json``) stay as well.
+`reap_run_homes` (``mqbed down``, and every run before it starts) finds the homes whose `mqbed
+run` process is gone, stops every process their entries still name (identity checked by start
+time and command line, never by name), removes a docker run's containers and stops the
+``dockerd`` it started (`testbed.backends.run_engine.reap_docker_run`), stops a local broker
+testbed left in them and removes them. Homes of runs still on are left alone, and so are homes
+whose owner cannot be told (no ``run.json``, ``run-engine.json`` or state file naming it).
 """
 
 from __future__ import annotations
 
-__all__ = ["RunHome", "reap_run_homes", "run_home"]
+__all__ = ["RunHome", "reap_before_run", "reap_run_homes", "run_home"]
 
 import contextlib
 import os
 import shutil
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from testbed.backends.procs import ProcessRef, is_alive, signal_group, start_ticks, wait_gone
+from testbed.backends.run_engine import RUN_ENGINE, EngineUse, is_docker_home, reap_docker_run
 from testbed.backends.state import RUN_RECORD, RunRecord, TestbedState
 from testbed.exceptions import MqbedError
 
 RUNS = "runs"
-_DOCKER_STATE = "docker-state.json"  # testbed.backends.docker.STATE_FILE (not imported: heavy)
+_STATES = ("state.json", "docker-state.json")  # local and docker (`docker.STATE_FILE`) testbeds
 
 
 class RunHome:
@@ -74,24 +78,29 @@ def _pid_exists(pid: int) -> bool:
 
 
 def _owner_gone(run_dir: Path) -> bool:
-    """Whether the `mqbed run` process of `run_dir` is known to be gone."""
+    """Whether the `mqbed run` process of `run_dir` is known to be gone: the owner its
+    ``run.json`` names, else the one its ``run-engine.json`` names, else the owner PIDs of the
+    nodes its state files record (a home nothing of which names an owner: never)."""
     rec = RunRecord.load(run_dir / RUN_RECORD)
-    if rec is not None:
-        return not is_alive(rec.owner, check_marker=False)
-    try:
-        state = TestbedState.load(run_dir / "state.json")
-    except MqbedError:
-        return False
-    if state is None:
-        return False  # not a run home we can tell the owner of: leave it
-    owners = {n.owner_pid for n in state.nodes if n.owner_pid}
+    use = EngineUse.load(run_dir / RUN_ENGINE)
+    owner = rec.owner if rec is not None else use.owner if use is not None else None
+    if owner is not None:
+        return not is_alive(owner, check_marker=False)
+    owners: set[int] = set()
+    for name in _STATES:
+        try:
+            state = TestbedState.load(run_dir / name)
+        except MqbedError:
+            return False
+        owners |= {n.owner_pid for n in state.nodes if n.owner_pid} if state else set()
     return bool(owners) and not any(_pid_exists(pid) for pid in owners)
 
 
 def reap_run_homes(home: Path, timeout: float = 30.0) -> list[str]:
     """Stop and remove what killed runs left in ``home/runs/``; return the run ids removed.
 
-    `MqbedError` (the home kept, so it can be retried) if a broker left there does not stop.
+    `MqbedError` (the home kept, so it can be retried) if a broker left there does not stop,
+    or a docker run's containers cannot be removed.
     """
     from testbed.backends.local import LocalBackend
 
@@ -105,10 +114,22 @@ def reap_run_homes(home: Path, timeout: float = 30.0) -> list[str]:
         for ref in left:
             signal_group(ref, signal.SIGKILL)  # only if still the process the run started
         wait_gone(left, 10.0)
-        if (run_dir / _DOCKER_STATE).exists():
-            continue  # containers: `mqbed down --home` on that directory stops them
+        if is_docker_home(run_dir):  # its containers, then the dockerd it started
+            reap_docker_run(run_dir, timeout=timeout)
         if (run_dir / "state.json").exists():
             LocalBackend(run_dir).down(timeout=timeout)
         shutil.rmtree(run_dir, ignore_errors=True)
         removed.append(run_dir.name)
     return removed
+
+
+def reap_before_run(home: Path, say: Callable[[str], None]) -> None:
+    """`reap_run_homes` as a run starts in `home`: what killed runs left goes first (said with
+    `say`); a failure is only said — the new run does not need it, and ``mqbed down`` retries."""
+    try:
+        reaped = reap_run_homes(home)
+    except MqbedError as exc:
+        say(f"could not clean up after a killed run ({exc}); `mqbed down` retries")
+        return
+    if reaped:
+        say(f"cleaned up after killed run(s): {', '.join(reaped)}")

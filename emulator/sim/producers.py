@@ -112,6 +112,7 @@ class Producer:
         self.t_int = 0.0
         self.channel_free = 0.0  # its channel's fan-out routing work (amqp)
         self.done = False
+        self.mandatory = False  # unroutable publishes come back (an ``unroutable`` row)
         self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
         self.cpu: ClientCpu | None = None  # its Locust process's CPU, set by the model
         self._booked = False  # closed loop: its publish's CPU is booked for now

@@ -43,6 +43,7 @@ from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.producer import body_of
+from testbed.workload.topology import subscription_declarations
 
 
 class ConsumerLoop:
@@ -77,6 +78,10 @@ class ConsumerLoop:
         self._current: tuple[Delivery, int, float, float | None, bool, int] | None = None
         queue = scenario.queue(spec.queue)
         self._durable = bool(queue and queue.durable)
+        self._transient = bool(queue and queue.transient)
+        self._declare = subscription_declarations(scenario, spec.queue)
+        """A transient queue lives with this consumer's connection: declared (and bound) on it
+        each time the loop starts, after a crash or reconnect too (docs/models.md §6)."""
         self.visibility: VisibilityController | None = None
         if queue is not None and queue.visibility is not None and spec.ack != "auto":
             vis = queue.visibility
@@ -153,8 +158,12 @@ class ConsumerLoop:
     def run(self) -> None:
         ack_mode: AckMode = "auto" if self.spec.ack == "auto" else "manual"
         consumer = self.adapter.consumer(
-            self.spec.queue, prefetch=self.spec.prefetch, ack_mode=ack_mode
+            self.spec.queue, prefetch=self.spec.prefetch, ack_mode=ack_mode, declare=self._declare
         )
+        if self._transient:
+            self.recorder.event(
+                self.clock.now(), "subscribed", self.name, {"queue": self.spec.queue}
+            )
         try:
             while not self.should_stop():
                 timeout = self.poll

@@ -29,6 +29,8 @@ from testbed.brokers.base import (
     HDR_T_PUBLISH_NS,
     AckMode,
     BrokerAdapter,
+    Consumer,
+    DeclarationError,
     Delivery,
     Destination,
     Producer,
@@ -44,6 +46,10 @@ from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.producer import body_of
 from testbed.workload.topology import subscription_declarations
+
+LOCKED_WAIT = 5.0
+"""Seconds a consumer retries declaring its transient queue while the broker still holds it
+for the consumer's previous, dead connection (RESOURCE_LOCKED)."""
 
 
 class ConsumerLoop:
@@ -157,9 +163,7 @@ class ConsumerLoop:
 
     def run(self) -> None:
         ack_mode: AckMode = "auto" if self.spec.ack == "auto" else "manual"
-        consumer = self.adapter.consumer(
-            self.spec.queue, prefetch=self.spec.prefetch, ack_mode=ack_mode, declare=self._declare
-        )
+        consumer = self._subscribe(ack_mode)
         if self._transient:
             self.recorder.event(
                 self.clock.now(), "subscribed", self.name, {"queue": self.spec.queue}
@@ -194,6 +198,24 @@ class ConsumerLoop:
                     p.close()
                 except self.adapter.connection_errors:  # type: ignore[misc]
                     pass
+
+    def _subscribe(self, ack_mode: AckMode) -> Consumer:
+        """The broker's consumer. An exclusive queue of this consumer's previous connection may
+        still be locked for a moment after a crash (until the broker notices the old
+        connection is gone): its declaration is retried for up to `LOCKED_WAIT` s."""
+        deadline = time.monotonic() + LOCKED_WAIT
+        while True:
+            try:
+                return self.adapter.consumer(
+                    self.spec.queue,
+                    prefetch=self.spec.prefetch,
+                    ack_mode=ack_mode,
+                    declare=self._declare,
+                )
+            except DeclarationError:
+                if not self._declare or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def _connection_lost(self) -> None:
         """The broker went away: the delivery in hand will be redelivered (recorded as

@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 
 Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
 
+RETURNED = 3
+"""``notify`` of a confirmed publish the broker returned (``mandatory``): the answer reaches
+the producer (a closed loop goes on) but is a failed confirm, so nothing is recorded (as
+live: a basic.return before the ack makes the confirm fail)."""
+
 
 class Broker:
     """State and behaviour shared by the service models."""
@@ -125,6 +130,7 @@ class Broker:
             hook = self.on_unroutable
             if not kept and queues and hook is not None and getattr(sender, "mandatory", False):
                 hook(sender, m)
+                notify = RETURNED if notify == 1 else notify  # its confirm comes back failed
             queues = kept
         self._route(sender, m, queues, notify, persistent)
 

@@ -220,7 +220,8 @@ class Producer:
         self.confirmed(ev)
 
     def confirmed(self, ev: Any) -> None:
-        """The confirm is in: record it (notify 1) and go on publishing."""
+        """The confirm is in: record it (notify 1; not a returned one, 3) and go on
+        publishing."""
         m, notify = ev.value
         now = self.env.now
         if notify == 1:

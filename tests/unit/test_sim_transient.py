@@ -166,3 +166,20 @@ faults:
     assert terms.consumer_down == pytest.approx(50 * 2 / 17)
     rate = res.ledger.unroutable / 3600.0
     assert rate == pytest.approx(terms.consumer_down, rel=0.25)
+
+
+def test_a_returned_publish_with_confirms_stays_unconfirmed() -> None:
+    """With confirms, RabbitMQ's basic.return comes before the ack and the confirm fails (the
+    live producer records no ``t_confirm``): the simulated producer records none either."""
+    text = TRANSIENT.format(
+        kind="rabbitmq", flag="exclusive", mandatory="true", count=1, ack="auto",
+        at=T_CRASH, down=DOWN,
+    ).replace("mandatory: true", "mandatory: true, confirms: true")  # fmt: skip
+    s, issues = parse_scenario(text)
+    assert s is not None, [str(i) for i in issues]
+    res = Model(s, Profile.zero("rabbitmq"), 0).run()
+    m = res.tables["messages"].to_pandas()
+    returned = m[m.msg_id.isin(published_while_down(res))]
+    assert len(returned) == 100 and returned.t_confirm.isna().all()
+    led = res.ledger
+    assert (led.sent, led.confirmed, led.unroutable, led.lost) == (600, 500, 100, 0)

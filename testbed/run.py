@@ -63,7 +63,7 @@ from testbed.observe.ledger import (
 )
 from testbed.observe.process_cpu import generator_report, read_usage
 from testbed.replication import STARTUP_MARGIN, ReplicationSpec, run_replication
-from testbed.workload.topology import all_queue_names, declarations, purge
+from testbed.workload.topology import declarations, purge, purgeable_queue_names
 
 
 @dataclass
@@ -102,7 +102,7 @@ def _prepare(endpoint: BrokerEndpoint, scenario: Scenario) -> dict[str, int]:
     adapter.connect()
     try:
         adapter.declare(declarations(scenario))
-        return purge(adapter, all_queue_names(scenario))
+        return purge(adapter, purgeable_queue_names(scenario))
     finally:
         adapter.close()
 

@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 
 Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
 
+RETURNED = 3
+"""``notify`` of a confirmed publish the broker returned (``mandatory``): the answer reaches
+the producer (a closed loop goes on) but is a failed confirm, so nothing is recorded (as
+live: a basic.return before the ack makes the confirm fail)."""
+
 
 class Broker:
     """State and behaviour shared by the service models."""
@@ -71,6 +76,8 @@ class Broker:
         self.pending = 0  # message copies not yet finished (for the drain)
         self.on_discard: Callable[[Queue, int], None] | None = None  # hook: overflow losses
         self.link: Links | None = None  # hooks on the publish path (emulator.sim.links)
+        self.transient = False  # some queue is transient (exists while a consumer is attached)
+        self.on_unroutable: Callable[[Sender, int], None] | None = None  # hook: mandatory returns
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)
@@ -113,7 +120,23 @@ class Broker:
     def route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
-        """Serve a message the broker accepted now: route it to its queues (the model)."""
+        """Serve a message the broker accepted now: route it to its queues (the model). A
+        transient queue (``exclusive``/``auto_delete``) exists only while a consumer is attached
+        (docs/models.md §6): its copy finds no queue and is dropped; a message that no queue
+        takes goes back to a ``mandatory`` publisher (``on_unroutable``), as RabbitMQ's
+        basic.return does, and is confirmed like any unroutable message."""
+        if self.transient:
+            kept = tuple(q for q in queues if q.consumers or not q.transient)
+            hook = self.on_unroutable
+            if not kept and queues and hook is not None and getattr(sender, "mandatory", False):
+                hook(sender, m)
+                notify = RETURNED if notify == 1 else notify  # its confirm comes back failed
+            queues = kept
+        self._route(sender, m, queues, notify, persistent)
+
+    def _route(
+        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
+    ) -> None:
         raise NotImplementedError
 
     def _unroutable(self, sender: Sender, m: int, notify: int) -> None:
@@ -172,7 +195,7 @@ def _resume(ev: Any) -> None:
 class AmqpBroker(Broker):
     kind = "amqp"
 
-    def route(
+    def _route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
@@ -213,7 +236,7 @@ class ThreadsBroker(Broker):
         self.dispatch = costs.dispatch.sampler(stream(seed, rep, "broker:dispatch"))
         self.zero_dispatch = costs.dispatch.mean == 0 and costs.dispatch.variance == 0
 
-    def route(
+    def _route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
@@ -284,7 +307,7 @@ class SharedLockBroker(Broker):
         self.u = uniforms(stream(seed, rep, "broker:lock-choice"))
         self.copies: dict[int, int] = {}  # fan-out copies still to be written before the confirm
 
-    def route(
+    def _route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)

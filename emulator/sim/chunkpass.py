@@ -3,7 +3,7 @@
 Each retired chunk of messages (``emulator.sim.recorder``) is read back in order, late
 confirms are patched in, and it is written to ``messages.r<N>.parquet``; the ledger
 (``testbed.core.ledger.compute_ledger``'s definitions) is counted from the chunk and the side
-file of its acked and dead-lettered deliveries — every delivery of a message lands in its
+file of its acked, dead-lettered and unroutable rows — every delivery of a message lands in its
 chunk's side file, however late — so a message's figures never need another chunk. The
 summary's listeners see each chunk here, with its final confirms.
 """
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 _ACKED = OUTCOMES.index("acked")
 _DEAD = OUTCOMES.index("dead_lettered")
+_UNROUTABLE = OUTCOMES.index("unroutable")
+LEDGER_COUNTS = ("confirmed", "delivered", "lost", "dup", "recovered", "dead", "unroutable")
 
 
 def _late_confirms(rec: Recorder) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +46,9 @@ def write_messages(rec: Recorder) -> tuple[Path, Ledger]:
     names = pa.array(rec.names, type=pa.string())
     width = len(rec.names) + 1
     writer = PartWriter(rec._spool() / f"messages.r{rep}.parquet", "messages")
-    counts = dict.fromkeys(("confirmed", "delivered", "lost", "dup", "recovered", "dead"), 0)
+    counts = dict.fromkeys(
+        ("confirmed", "delivered", "lost", "dup", "recovered", "dead", "unroutable"), 0
+    )
     for k in range(-(-n // R)):
         batch = files.read(k)
         lo = k * R
@@ -97,6 +101,7 @@ def write_messages(rec: Recorder) -> tuple[Path, Ledger]:
         recovered=counts["recovered"],
         redeliveries=rec.redeliveries,
         dead_lettered=counts["dead"],
+        unroutable=counts["unroutable"],
     )
     return writer.close(), ledger
 
@@ -117,9 +122,13 @@ def _count(
     pairs, c = np.unique(am * width + acked["q"].astype(np.int64) + 1, return_counts=True)
     dead = np.zeros(n, dtype=bool)
     dead[rows[rows["o"] == _DEAD]["m"] - lo] = True
+    gone = np.zeros(n, dtype=bool)
+    gone[rows[rows["o"] == _UNROUTABLE]["m"] - lo] = True
+    gone &= ~delivered & ~dead
     counts["confirmed"] += int(confirmed.sum())
     counts["delivered"] += int(delivered.sum())
-    counts["lost"] += int(np.count_nonzero(confirmed & ~delivered & ~dead))
+    counts["lost"] += int(np.count_nonzero(confirmed & ~delivered & ~dead & ~gone))
+    counts["unroutable"] += int(gone.sum())
     counts["dup"] += len(np.unique(pairs[c > 1] // width))
     counts["recovered"] += int(np.count_nonzero(~confirmed & delivered))
     counts["dead"] += int(dead.sum())

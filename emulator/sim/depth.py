@@ -23,6 +23,7 @@ from testbed.core.records import OUTCOMES
 
 SETTLED = ("acked", "dropped", "dead_lettered")
 _SETTLED_CODES = np.array([OUTCOMES.index(o) for o in SETTLED])
+_UNROUTABLE = OUTCOMES.index("unroutable")  # never in a queue: no area (live: no t_in)
 
 
 class _Flags:
@@ -82,7 +83,10 @@ class DepthStream:
         for k in np.unique(q[ok]):
             sel = ok & (q == k)
             self.settled.setdefault(int(k), _Flags()).set(m[sel])
-        for mi, qi, tp in zip(m[~ok].tolist(), q[~ok].tolist(), t_pub[~ok].tolist(), strict=True):
+        wait = ~ok & (outcome != _UNROUTABLE)
+        for mi, qi, tp in zip(
+            m[wait].tolist(), q[wait].tolist(), t_pub[wait].tolist(), strict=True
+        ):
             self.pending.setdefault((qi, mi), tp)
 
     def messages(self, m: np.ndarray, dest: np.ndarray, t_pub: np.ndarray) -> None:

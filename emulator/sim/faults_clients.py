@@ -74,6 +74,8 @@ class ClientFaults:
         c.active = False
         if c.queue is not None:
             c.queue.detach(c)
+            if c.queue.transient and not c.queue.consumers:
+                self._vanish(c.queue)
         if c in self.paused_consumers:
             self.paused_consumers.remove(c)
         back: list[tuple[Queue, int, int]] = []
@@ -117,10 +119,20 @@ class ClientFaults:
             c.record(m, q.idx, c.idx, attempt, start, now, _CRASHED)
         c.voided.add((m, attempt))
 
+    def _vanish(self, q: Queue) -> None:
+        """A transient queue's last consumer is gone, and the queue with it (docs/models.md
+        §6): its ready copies are dropped (lost: they were enqueued) until a consumer
+        declares it again."""
+        for _, m in q.ready:
+            q.attempts.pop(m, None)
+            self._drop(q, m)
+        q.ready.clear()
+
     def give_back(self, back: list[tuple[Queue, int, int]]) -> None:
-        """The broker requeues a dropped connection's unacked copies (in their order)."""
+        """The broker requeues a dropped connection's unacked copies (in their order); a
+        transient queue that went with the connection takes none back."""
         for q, m, attempt in reversed(back):
-            if self.killed:
+            if self.killed or (q.transient and not q.consumers):
                 self._drop(q, m)
             else:
                 self.b.requeue(q, m, attempt)

@@ -37,7 +37,7 @@ from emulator.sim.links import Link, Links
 from emulator.sim.paths import queue_traffic, total_rate
 from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
-from emulator.sim.recorder import Recorder
+from emulator.sim.recorder import OUTCOME_CODES, Recorder
 from testbed.core.arrivals import schedule
 from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
@@ -46,6 +46,8 @@ from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
 from testbed.core.visibility import dead_letter_queue
+
+UNROUTABLE = OUTCOME_CODES["unroutable"]
 
 
 def _begin(ev: Any) -> None:
@@ -167,7 +169,10 @@ class Model:
     def _build_queues(self) -> None:
         s = self.scenario
         for spec in s.topology.queues:
-            self._queue(spec.name, spec.durable, spec)
+            self._queue(spec.name, spec.durable, spec).transient = spec.transient
+        if any(spec.transient for spec in s.topology.queues):
+            self.broker.transient = True
+            self.broker.on_unroutable = self._unroutable
         for lb in s.topology.load_balanced:
             for i in range(lb.max_queues):
                 self._queue(lb.member(i), lb.durable)
@@ -177,6 +182,11 @@ class Model:
             dlq = dead_letter_queue(spec.name, spec.visibility)
             target = self.queues.get(dlq) or self._queue(dlq, spec.durable)
             self.queues[spec.name].dlq = target
+
+    def _unroutable(self, p: Producer, m: int) -> None:
+        """A ``mandatory`` publish no queue took comes back: its ``unroutable`` row."""
+        now = self.env.now
+        self.rec.delivery(m, p.dest, self.rec.name(""), 1, now, now, UNROUTABLE)
 
     def routes(
         self, queue: str | None, exchange: str | None, key: str | list[str] | None
@@ -236,6 +246,7 @@ class Model:
                 on_done=self._producer_done,
             )
             p.cpu = self.processes.next()
+            p.mandatory = spec.mandatory
             self.producers.append(p)
             self.active_producers += 1
             self.kernel.call(0.0, _begin, p)

@@ -112,6 +112,7 @@ class Producer:
         self.t_int = 0.0
         self.channel_free = 0.0  # its channel's fan-out routing work (amqp)
         self.done = False
+        self.mandatory = False  # unroutable publishes come back (an ``unroutable`` row)
         self.link: Links | None = None  # fault hooks (emulator.sim.links), set by the model
         self.cpu: ClientCpu | None = None  # its Locust process's CPU, set by the model
         self._booked = False  # closed loop: its publish's CPU is booked for now
@@ -219,7 +220,8 @@ class Producer:
         self.confirmed(ev)
 
     def confirmed(self, ev: Any) -> None:
-        """The confirm is in: record it (notify 1) and go on publishing."""
+        """The confirm is in: record it (notify 1; not a returned one, 3) and go on
+        publishing."""
         m, notify = ev.value
         now = self.env.now
         if notify == 1:

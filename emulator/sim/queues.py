@@ -58,6 +58,7 @@ class Queue:
         self.max_deliveries = max_deliveries
         self.in_order = in_order
         self.dlq: Queue | None = None
+        self.transient = False  # exists only while a consumer is attached (docs/models.md §6)
         self.deliver_a = deliver_a  # non-queueing delivery residual δ = a + b·size (amqp)
         self.deliver_b = deliver_b
         self.jitter: Callable[[], float] | None = None  # δ's draw: measured table, or fit spread

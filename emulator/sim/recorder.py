@@ -61,6 +61,7 @@ OUTCOME_CODES = {name: i for i, name in enumerate(OUTCOMES)}
 """Outcome name → small integer used in the hot path."""
 _ACKED = OUTCOME_CODES["acked"]
 _DEAD = OUTCOME_CODES["dead_lettered"]
+_UNROUTABLE = OUTCOME_CODES["unroutable"]
 _NAN = float("nan")
 _CHUNK_SCHEMA = pa.schema(
     [
@@ -364,7 +365,7 @@ class Recorder:
 
     def _ledger_rows(self, cols: dict[str, np.ndarray]) -> None:
         out = cols["outcome"]
-        keep = (out == _ACKED) | (out == _DEAD)
+        keep = (out == _ACKED) | (out == _DEAD) | (out == _UNROUTABLE)
         rows = np.empty(int(np.count_nonzero(keep)), dtype=LEDGER_ROW)
         rows["m"], rows["q"], rows["o"] = cols["msg"][keep], cols["queue"][keep], out[keep]
         ks = rows["m"] // self.R

@@ -32,7 +32,8 @@ from testbed.core.atomic import atomic_open
 from testbed.core.records import SCHEMAS
 
 LEDGER_ROW = np.dtype([("m", "<i8"), ("q", "<i4"), ("o", "<i1")])
-"""One ledger side record: message number, queue ordinal, outcome code (acked/dead only)."""
+"""One ledger side record: message number, queue ordinal, outcome code (acked, dead-lettered
+or unroutable only)."""
 
 
 class ChunkFiles:

@@ -10,8 +10,9 @@ message loss rate side by side, for a scenario with stochastic failures.
   and that were never delivered (``sent − delivered_unique − dead_lettered``, which counts the
   sends missed while the broker was down as the formula does) per second of production
   (``duration − start`` of the producers). ``lost_rate`` is the ledger's ``lost`` (confirmed,
-  never delivered) per second. Both are means over replications, with a t interval when there
-  are several.
+  never delivered) per second; ``unroutable_rate`` its ``unroutable`` (returned: published
+  while a transient subscription's consumer was away) per second. All are means over
+  replications, with a t interval for the loss rate when there are several.
 - **Closed form**: ``analytic.loss_rate`` with λ the producers' rate, μ = consumers / mean
   service time, K the queue's ``max_length`` (default ``DEFAULT_K``), A_S = 1, A_M and γ_eq(M)
   from the broker's stochastic fault: τ = 1 / (MTTR + R) with R the broker's restart time
@@ -19,14 +20,24 @@ message loss rate side by side, for a scenario with stochastic failures.
   process (``broker_uptime``), A_C, γ_eq(C), τ_eq(C) from the consumer group's stochastic crashes
   (``analytic.availability`` with γn = 0, c = 1). The terms of the formula are listed too;
   its ``lost_rate`` leaves out the broker-down term (sends the broker never accepted), the
-  counterpart of the ledger's ``lost``.
+  counterpart of the ledger's ``lost``. When the BE queue is a transient subscription whose
+  producers publish ``mandatory``, the consumer-down term (sends while the consumer is down,
+  which find no queue) is its ``unroutable_rate``, the counterpart of the ledger's
+  ``unroutable``, and is left out of its ``lost_rate`` too.
   ``availability_broker`` on the measured and simulated rows is the fraction of the production
   time the broker was up (``broker_down``/``broker_up`` events).
 """
 
 from __future__ import annotations
 
-__all__ = ["qos_level", "closed_form_inputs", "loss_table", "broker_uptime", "DEFAULT_K"]
+__all__ = [
+    "qos_level",
+    "closed_form_inputs",
+    "loss_table",
+    "broker_uptime",
+    "returns_unroutable",
+    "DEFAULT_K",
+]
 
 import dataclasses
 import math
@@ -64,6 +75,12 @@ def qos_level(s: Scenario) -> str | None:
     if persistent == {True} and confirms == {True} and durable and acks == {"after_processing"}:
         return "PCM"
     return None
+
+
+def returns_unroutable(s: Scenario) -> bool:
+    """The one queue is a transient subscription and every producer publishes ``mandatory``:
+    what is sent while its consumer is away comes back and is counted ``unroutable``."""
+    return s.topology.queues[0].transient and all(p.mandatory for p in s.producers)
 
 
 def _stochastic(s: Scenario, targets: Sequence[str]) -> StochasticFault | None:
@@ -130,6 +147,7 @@ def _side_row(
     span = max(end - start, 1e-9)
     rates = [(x.sent - x.delivered_unique - x.dead_lettered) / span for x in ledgers]
     lost = [x.lost / span for x in ledgers]
+    unroutable = [x.unroutable / span for x in ledgers]
     avail: list[float] = []
     if events is not None and not events.empty:
         for rep in sorted(set(events.replication)):
@@ -140,8 +158,10 @@ def _side_row(
         "loss_rate": float(np.mean(rates)) if rates else None,
         "loss_rate_ci": t_interval(rates),
         "lost_rate": float(np.mean(lost)) if lost else None,
+        "unroutable_rate": float(np.mean(unroutable)) if unroutable else None,
         "undelivered": [x.sent - x.delivered_unique - x.dead_lettered for x in ledgers],
         "lost": [x.lost for x in ledgers],
+        "unroutable": [x.unroutable for x in ledgers],
         "sent": [x.sent for x in ledgers],
         "availability_broker": float(np.mean(avail)) if avail else None,
     }
@@ -176,11 +196,13 @@ def loss_table(
         tau_eq_c=inputs["tau_eq_c"],
     )
     breakdown = {k: v for k, v in dataclasses.asdict(terms).items() if k != "total"}
+    returned = terms.consumer_down if returns_unroutable(s) and inputs["qos"] == "BE" else 0.0
     rows.append(
         {
             "source": "closed_form",
             "loss_rate": terms.total,
-            "lost_rate": terms.total - terms.broker_down,
+            "lost_rate": terms.total - terms.broker_down - returned,
+            "unroutable_rate": returned,
             "availability_broker": inputs["a_m"],
             "terms": breakdown,
         }

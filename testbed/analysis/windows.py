@@ -5,7 +5,8 @@ Windows are ``[k·w, (k+1)·w)`` seconds since the workload start, ``w`` being t
 from the broker's counters:
 
 - ``publish_rate``: messages with ``t_publish`` in the window, per second;
-- ``deliver_rate``: delivery attempts (every outcome) with ``t_deliver`` in the window;
+- ``deliver_rate``: delivery attempts (every outcome but ``unroutable``, a returned publish
+  that reached no consumer) with ``t_deliver`` in the window;
 - ``ack_rate``: ``acked`` deliveries with ``t_done`` in the window (the throughput);
 - ``latency_*``: ``latency_s`` of the ``acked`` deliveries of messages *published* in the window
   (publish time = ``t_deliver - latency_s``), so a window's latency belongs to the messages sent
@@ -157,7 +158,7 @@ def _record_counts(
         "queue",
         F.explode(
             F.array(
-                tag(1, F.col("t_deliver"), F.lit(False)),
+                tag(1, F.when(F.col("outcome") != "unroutable", F.col("t_deliver")), F.lit(False)),
                 tag(2, acked_done, load.contains(acked_done)),
             )
         ).alias("e"),

@@ -4,8 +4,14 @@ Mapping of the AMQP-shaped declarations (documented contract):
 
 - ``QueueDecl(q)`` -> the queue ``/queue/q`` (created by a zero-prefetch SUBSCRIBE/UNSUBSCRIBE).
   ActiveMQ queues always outlive a restart; durability is per message (``persistent:true``).
-  quorum, max_length, exclusive, auto_delete and any dead-letter target other than
-  ``ActiveMQ.DLQ`` raise `UnsupportedFeature`.
+  quorum, max_length and any dead-letter target other than ``ActiveMQ.DLQ`` raise
+  `UnsupportedFeature`.
+- ``QueueDecl(q, exclusive=True)`` or ``auto_delete=True`` (a transient subscription) -> no
+  broker object: consumers of ``q`` hold a non-durable subscription to the topic ``/topic/q``
+  (or, when ``q`` is bound to a fanout exchange ``x``, to ``/topic/VirtualTopic.x``), and
+  producers to ``q`` send to that topic. A topic keeps nothing for an absent subscriber, so
+  what is sent while no consumer is subscribed is dropped, unreported (no ``mandatory``). Such
+  a queue cannot be bound to a direct or topic exchange (`UnsupportedFeature`).
 - ``ExchangeDecl(x, "fanout")`` -> the Virtual Topic ``VirtualTopic.x``; producers send to
   ``/topic/VirtualTopic.x`` and the broker copies each message into every queue bound to it.
   A queue ``q`` bound to it lives physically at ``Consumer.q.VirtualTopic.x`` (one queue per
@@ -33,7 +39,7 @@ __all__ = ["ACTIVEMQ_CAPABILITIES", "ActiveMQAdapter", "logical_queue_name", "ph
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from testbed.backends.base import BrokerEndpoint
@@ -186,8 +192,14 @@ class ActiveMQAdapter:
         return p
 
     def consumer(
-        self, queue: str, *, prefetch: int = 100, ack_mode: AckMode = "manual"
+        self,
+        queue: str,
+        *,
+        prefetch: int = 100,
+        ack_mode: AckMode = "manual",
+        declare: Sequence[Declaration] = (),
     ) -> StompConsumer:
+        self.declare(declare)  # a transient queue: recorded, nothing made on the broker
         if ack_mode not in ("auto", "manual"):
             raise AdapterError(f"consumer({queue!r}).ack_mode: unknown {ack_mode!r}")
         if prefetch < 0:

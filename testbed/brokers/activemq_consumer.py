@@ -46,7 +46,7 @@ class StompConsumer:
         self._unsettled: set[str] = set()
         self._unsettled_lock = threading.Lock()
         self._sub: Subscription | None = adapter.session.subscribe(
-            f"/queue/{adapter.physical(queue)}",
+            adapter.topology.subscription(queue),
             ack="client-individual" if ack_mode == "manual" else "auto",
             headers={"activemq.prefetchSize": str(prefetch)},
         )

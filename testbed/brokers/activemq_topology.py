@@ -60,6 +60,9 @@ class ActiveMQTopology:
         self.exchanges: dict[str, ExchangeDecl] = {}
         self.bindings: dict[str, list[BindingDecl]] = {}
         self._physical: dict[str, str] = {}
+        self.transient: dict[str, str] = {}
+        """Transient queues (``exclusive``/``auto_delete``) -> the topic their subscription reads:
+        the queue's own name, or the Virtual Topic of the fanout exchange it is bound to."""
 
     def physical(self, queue: str) -> str:
         return self._physical.get(queue, queue)
@@ -72,17 +75,21 @@ class ActiveMQTopology:
                 self.exchanges[d.name] = d
             elif isinstance(d, QueueDecl):
                 self._check_queue(d)
+                if d.exclusive or d.auto_delete:
+                    self.transient.setdefault(d.name, _esc(d.name))
             elif isinstance(d, BindingDecl):
                 self._bind(d)
-        return [self.physical(d.name) for d in ordered if isinstance(d, QueueDecl)]
+        return [
+            self.physical(d.name)
+            for d in ordered
+            if isinstance(d, QueueDecl) and d.name not in self.transient
+        ]
 
     def _check_queue(self, q: QueueDecl) -> None:
         bad = {
             "kind": q.kind if q.kind != "classic" else None,
             "max_length": q.max_length,
             "message_ttl": q.message_ttl,
-            "exclusive": q.exclusive or None,
-            "auto_delete": q.auto_delete or None,
             "dead_letter_to": q.dead_letter_to if q.dead_letter_to != ACTIVEMQ_DLQ else None,
         }
         for fld, value in bad.items():
@@ -96,6 +103,14 @@ class ActiveMQTopology:
         x = self.exchanges.get(b.exchange)
         if x is None:
             raise DeclarationError(f"{b!r}: exchange {b.exchange!r} is not declared")
+        if b.queue in self.transient:
+            if x.type != "fanout":
+                raise UnsupportedFeature(
+                    f"{b!r}: on ActiveMQ a transient queue is a topic subscription; it can "
+                    f"follow a fanout exchange, not the {x.type} exchange {x.name!r}"
+                )
+            self.transient[b.queue] = f"VirtualTopic.{_esc(x.name)}"
+            return
         if x.type == "fanout":
             phys = physical_queue_name(b.queue, b.exchange)
             old = self._physical.get(b.queue)
@@ -109,10 +124,15 @@ class ActiveMQTopology:
         if b not in bindings:
             bindings.append(b)
 
+    def subscription(self, queue: str) -> str:
+        """The STOMP destination a consumer of `queue` subscribes to."""
+        topic = self.transient.get(queue)
+        return f"/topic/{topic}" if topic is not None else f"/queue/{self.physical(queue)}"
+
     def route(self, dest: Destination, routing_key: str | None) -> str | None:
         """STOMP destination for one message; None when a direct/topic route matches nothing."""
         if dest.kind == "queue":
-            return f"/queue/{self.physical(dest.name)}"
+            return self.subscription(dest.name)
         x = self.exchanges[dest.name]
         if x.type == "fanout":
             return f"/topic/VirtualTopic.{_esc(x.name)}"

@@ -41,7 +41,7 @@ __all__ = [
     "sort_declarations",
 ]
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -232,6 +232,9 @@ class Confirm:
     ok: bool
     t_ns: int
     detail: str = ""
+    returned: bool = False
+    """The broker returned the message as unroutable (``mandatory``): no queue took it. A
+    producer without confirms gets such a failed `Confirm` too, for the returns alone."""
 
 
 # --- deliveries ---------------------------------------------------------------------------------
@@ -394,7 +397,12 @@ class BrokerAdapter(Protocol):
         *,
         prefetch: int = 100,
         ack_mode: AckMode = "manual",
-    ) -> Consumer: ...
+        declare: Sequence[Declaration] = (),
+    ) -> Consumer:
+        """``declare``: what this consumer declares on its own connection before it consumes,
+        and again whenever the adapter reconnects on its own: a transient queue (``exclusive``/
+        ``auto_delete``) and its bindings, which live and die with that connection."""
+        ...
 
     def close(self) -> None: ...
 

@@ -30,7 +30,7 @@ class ConfirmBook:
 
     def __init__(self) -> None:
         self._pending: dict[Any, str] = {}
-        self._failed_ids: dict[str, str] = {}  # msg_id -> reason (e.g. returned unroutable)
+        self._returned: dict[str, str] = {}  # msg_id -> reason: basic.return before its ack
         self.ready: list[Confirm] = []
 
     def __len__(self) -> int:
@@ -43,9 +43,13 @@ class ConfirmBook:
         """Forget a pending key (the publish itself failed and will be retried)."""
         self._pending.pop(key, None)
 
-    def mark_failed(self, msg_id: str, reason: str) -> None:
-        """Remember that `msg_id` failed (e.g. basic.return) so its coming ack reports ok=False."""
-        self._failed_ids[msg_id] = reason
+    def returned(self, msg_id: str, reason: str, confirms: bool) -> None:
+        """The broker returned `msg_id` unroutable (basic.return): with confirms its coming ack
+        reports it, failed; without, a failed `Confirm` is ready now (nothing else will come)."""
+        if confirms:
+            self._returned[msg_id] = reason
+        else:
+            self.ready.append(Confirm(msg_id, False, time.time_ns(), reason, returned=True))
 
     def settle(self, key: Any, ok: bool, *, multiple: bool = False, detail: str = "") -> None:
         now = time.time_ns()
@@ -63,9 +67,9 @@ class ConfirmBook:
                 self.ready.append(Confirm("", False, now, f"unknown tag {key!r}"))
         for k in keys:
             msg_id = self._pending.pop(k)
-            reason = self._failed_ids.pop(msg_id, None)
-            if reason is not None:
-                self.ready.append(Confirm(msg_id, False, now, reason))
+            back = self._returned.pop(msg_id, None) if self._returned else None
+            if back is not None:
+                self.ready.append(Confirm(msg_id, False, now, back, returned=True))
             else:
                 self.ready.append(Confirm(msg_id, ok, now, detail))
 
@@ -75,7 +79,7 @@ class ConfirmBook:
         for msg_id in self._pending.values():
             self.ready.append(Confirm(msg_id, False, now, reason))
         self._pending.clear()
-        self._failed_ids.clear()
+        self._returned.clear()
 
     def take(self) -> list[Confirm]:
         out, self.ready = self.ready, []

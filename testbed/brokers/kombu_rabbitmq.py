@@ -25,8 +25,7 @@ import collections
 import contextlib
 import dataclasses
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import amqp.exceptions
@@ -43,22 +42,15 @@ from testbed.brokers.base import (
     ConnectionLost,
     Declaration,
     DeclarationError,
-    Delivery,
     Destination,
     ExchangeDecl,
     QueueDecl,
-    parse_publish_ns,
     sort_declarations,
 )
-from testbed.brokers.common import PumpedConsumer, PumpedProducer, shut_socket
+from testbed.brokers.common import PumpedProducer, shut_socket
+from testbed.brokers.kombu_consumer import KOMBU_ERRORS as _CONN_ERRORS
+from testbed.brokers.kombu_consumer import KombuConsumer
 from testbed.brokers.rabbitmq import RABBITMQ_CAPABILITIES, publish_headers, queue_arguments
-
-_CONN_ERRORS: tuple[type[BaseException], ...] = (
-    amqp.exceptions.ConnectionError,
-    amqp.exceptions.RecoverableConnectionError,
-    kombu.exceptions.OperationalError,
-    OSError,
-)
 
 
 def _entity(d: Declaration) -> Any:
@@ -201,11 +193,16 @@ class KombuRabbitMQAdapter:
         return KombuProducer(self, Destination.of(destination), persistent, confirms, mandatory)
 
     def consumer(
-        self, queue: str, *, prefetch: int = 100, ack_mode: AckMode = "manual"
+        self,
+        queue: str,
+        *,
+        prefetch: int = 100,
+        ack_mode: AckMode = "manual",
+        declare: Sequence[Declaration] = (),
     ) -> KombuConsumer:
         if ack_mode not in ("auto", "manual"):
             raise AdapterError(f"consumer({queue!r}).ack_mode: unknown {ack_mode!r}")
-        return KombuConsumer(self, queue, prefetch, ack_mode)
+        return KombuConsumer(self, queue, prefetch, ack_mode, list(declare))
 
     def close(self) -> None:
         with contextlib.suppress(*_CONN_ERRORS):
@@ -271,7 +268,7 @@ class KombuProducer(PumpedProducer):
     def _on_return(self, exc: Any, _exchange: str, _key: str, message: Any) -> None:
         msg_id = message.properties.get("message_id")
         if msg_id:
-            self._book.mark_failed(msg_id, f"returned: {exc}")
+            self._book.returned(msg_id, f"returned: {exc}", self.confirms)
 
     def _pump(self, timeout: float) -> None:
         self._a.io(timeout)
@@ -317,112 +314,6 @@ class KombuProducer(PumpedProducer):
         return t_ns
 
     def close(self) -> None:
-        if self._channel is not None and self._gen == self._a.generation:
-            with contextlib.suppress(*_CONN_ERRORS, amqp.exceptions.ChannelError):
-                self._channel.close()
-        self._channel = None
-
-
-class KombuConsumer(PumpedConsumer):
-    """A kombu Consumer (``on_message``, raw bytes) on its own channel with basic.qos."""
-
-    def __init__(
-        self, adapter: KombuRabbitMQAdapter, queue: str, prefetch: int, ack_mode: AckMode
-    ) -> None:
-        super().__init__()
-        self._a = adapter
-        self.queue = queue
-        self.prefetch = prefetch
-        self.ack_mode = ack_mode
-        self._messages: dict[int, tuple[Any, int]] = {}
-        self._gen = -1
-        self._channel: Any = None
-        self._consumer: kombu.Consumer | None = None
-        self._cancelled = False
-        self._ensure_channel()
-
-    def _ensure_channel(self) -> None:
-        if self._cancelled or (self._gen == self._a.generation and self._channel is not None):
-            return
-        self._buf.clear()
-        self._unsettled.clear()
-        self._messages.clear()
-        try:
-            ch = self._a.conn.channel()
-            self._consumer = kombu.Consumer(
-                ch,
-                queues=[kombu.Queue(self.queue, no_declare=True)],
-                on_message=self._on_message,
-                no_ack=self.ack_mode == "auto",
-                prefetch_count=self.prefetch,
-                auto_declare=False,
-            )
-            self._consumer.consume()
-        except amqp.exceptions.ChannelError as e:
-            raise AdapterError(f"consume from queue {self.queue!r} on {self._a.where}: {e}") from e
-        self._channel, self._gen = ch, self._a.generation
-
-    def _on_message(self, message: Any) -> None:
-        headers = dict(message.headers or {})
-        manual = self.ack_mode == "manual"
-        if manual:
-            self._unsettled.add(message.delivery_tag)
-        d = Delivery(
-            body=message.body,
-            headers=headers,
-            msg_id=message.properties.get("message_id") or "",
-            redelivered=bool(message.delivery_info.get("redelivered")),
-            t_publish_ns=parse_publish_ns(headers.get(HDR_T_PUBLISH_NS)),
-            t_receive_ns=time.time_ns(),
-            delivery_tag=message.delivery_tag,
-            queue=self.queue,
-            _settle=self._settle if manual else None,
-        )
-        if manual:
-            self._messages[message.delivery_tag] = (message, self._gen)
-        self._buf.append(d)
-
-    def _settle(self, d: Delivery, action: str, requeue: bool) -> None:
-        message, gen = self._messages.pop(d.delivery_tag, (None, -1))
-        if message is None or gen != self._a.generation:
-            raise AdapterError(
-                f"{action} of msg {d.msg_id!r}: delivered before a reconnect to {self._a.where}; "
-                f"the broker requeued it"
-            )
-
-        def call() -> None:
-            if action == "ack":
-                message.ack()
-            else:
-                message.reject(requeue=requeue and action == "nack")
-
-        if threading.get_ident() == self._a.owner:
-            try:
-                call()
-            except _CONN_ERRORS as e:
-                raise ConnectionLost(f"{action} msg {d.msg_id!r} on {self._a.where}: {e!r}") from e
-        else:
-            self._a.deferred.append(call)
-        self._unsettled.discard(d.delivery_tag)
-
-    def _pump(self, timeout: float) -> None:
-        self._ensure_channel()
-        self._a.io(timeout)
-        self._ensure_channel()
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        if self._consumer is not None and self._gen == self._a.generation:
-            try:
-                self._consumer.cancel()
-            except _CONN_ERRORS as e:
-                raise ConnectionLost(f"cancel consumer on {self.queue!r}: {e!r}") from e
-
-    def close(self) -> None:
-        self._cancelled = True
-        self._buf.clear()
-        self._unsettled.clear()
-        self._messages.clear()
         if self._channel is not None and self._gen == self._a.generation:
             with contextlib.suppress(*_CONN_ERRORS, amqp.exceptions.ChannelError):
                 self._channel.close()

@@ -23,7 +23,7 @@ __all__ = ["RabbitMQAdapter"]
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
 
@@ -195,10 +195,16 @@ class RabbitMQAdapter:
         return PikaProducer(self, Destination.of(destination), persistent, confirms, mandatory)
 
     def consumer(
-        self, queue: str, *, prefetch: int = 100, ack_mode: AckMode = "manual"
+        self,
+        queue: str,
+        *,
+        prefetch: int = 100,
+        ack_mode: AckMode = "manual",
+        declare: Sequence[Declaration] = (),
     ) -> PikaConsumer:
         if ack_mode not in ("auto", "manual"):
             raise AdapterError(f"consumer({queue!r}).ack_mode: unknown {ack_mode!r}")
+        self.declare(declare)  # on this connection: an exclusive queue is this consumer's
         return PikaConsumer(self, queue, prefetch, ack_mode)
 
     def pump(self, time_limit: float) -> None:
@@ -264,7 +270,7 @@ class PikaProducer(PumpedProducer):
 
     def _on_return(self, _ch: Any, method: Any, props: Any, _body: bytes) -> None:
         if props.message_id:
-            self._book.mark_failed(props.message_id, f"returned: {method.reply_text}")
+            self._book.returned(props.message_id, f"returned: {method.reply_text}", self.confirms)
 
     def _on_close(self, _ch: Any, reason: BaseException) -> None:
         self._book.fail_all(f"channel closed: {reason}")

@@ -85,6 +85,15 @@ class KindFacts:
     calibration_queue_per_consumer: bool
     """Calibration consumes each queue of a fan-out stream on a connection and thread of its
     own, rather than all of a stream's queues on one."""
+    transient_queues: Literal["queue", "topic"]
+    """What a transient subscription (a queue with ``exclusive``/``auto_delete``,
+    docs/models.md §6) is on this broker: ``queue`` - a queue its consumer's own connection
+    declares and binds, deleted with that connection and declared again on reconnect;
+    ``topic`` - a non-durable topic subscription (producers send to the topic, which keeps
+    nothing for an absent subscriber)."""
+    no_mandatory: str | None
+    """Why a producer cannot ask for unroutable publishes back (``mandatory``), or None when
+    it can."""
     high_watermark: float
     """Calibration default: the profile's ``high_watermark`` (fraction of the memory limit
     where producers block); not measured (`testbed.calibration.assemble.HIGH_WATERMARK`)."""
@@ -97,6 +106,11 @@ class KindFacts:
     def alarms(self) -> bool:
         """Memory and disk alarms can be raised and cleared on a running node."""
         return self.no_alarms is None
+
+    @property
+    def mandatory(self) -> bool:
+        """Producers may publish with ``mandatory`` and hear of unroutable messages."""
+        return self.no_mandatory is None
 
 
 _KINDS: dict[str, KindFacts] = {}
@@ -169,6 +183,8 @@ RABBITMQ = register(
         local_version=None,
         deletes_topology=True,
         calibration_queue_per_consumer=False,
+        transient_queues="queue",
+        no_mandatory=None,
         # RabbitMQ's watermark applies to the whole node's memory, base included, so no
         # constant fraction of the limit is right for every limit: 0.6 is a placeholder
         high_watermark=0.6,
@@ -194,6 +210,9 @@ ACTIVEMQ = register(
         local_version="testbed.backends.local_activemq:activemq_version",
         deletes_topology=False,  # queues cannot be deleted over STOMP
         calibration_queue_per_consumer=True,
+        transient_queues="topic",
+        no_mandatory="ActiveMQ drops a message sent to a topic nobody subscribes to without "
+        "telling the producer (STOMP has no basic.return)",
         # blocks producers when its message memory (what the poller reports) reaches the limit
         high_watermark=1.0,
     )

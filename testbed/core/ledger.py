@@ -9,8 +9,8 @@ simulator (`emulator.sim`, `emulator.predict`) both call it.
   so "confirmed" means "the client believes the broker has it" — best-effort losses stay
   visible as `lost`.
 - **delivered_unique**: sent messages with at least one ``acked`` delivery (in any queue).
-- **lost**: confirmed, never acked and never dead-lettered after the drain. (Per message: a
-  fan-out message acked in some subscriber queues counts as delivered.)
+- **lost**: confirmed, never acked, never dead-lettered and not unroutable after the drain.
+  (Per message: a fan-out message acked in some subscriber queues counts as delivered.)
 - **duplicated**: messages acked more than once *in the same queue* (a fan-out copy in another
   queue is not a duplicate).
 - **unexpected**: distinct message ids delivered that no producer of this run sent.
@@ -18,6 +18,11 @@ simulator (`emulator.sim`, `emulator.predict`) both call it.
 - **redeliveries**: delivery attempts beyond the first (``attempt > 1`` or the broker's
   ``redelivered`` flag).
 - **dead_lettered**: sent messages dead-lettered after `max_deliveries`.
+- **unroutable**: sent messages never acked nor dead-lettered that the broker dropped because
+  no queue took them — a transient subscription (``exclusive``/``auto_delete``) whose consumer
+  was away — and returned to their ``mandatory`` producer (an ``unroutable`` row). They were
+  never enqueued, so they are not `lost`. Without ``mandatory`` the broker drops them silently:
+  nothing tells them apart, and they count as `lost` (docs/models.md §6).
 
 Joins go through one hash index over the message ids (in C) and numpy, so a million-message
 replication costs tens of MB, not a Python set of strings.
@@ -74,6 +79,10 @@ def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
     dead = _mask(
         n, message_index(deliveries["msg_id"].filter(pc.equal(outcome, "dead_lettered")), messages)
     )
+    returned = _mask(
+        n, message_index(deliveries["msg_id"].filter(pc.equal(outcome, "unroutable")), messages)
+    )
+    unroutable = returned & ~delivered & ~dead
     confirmed = np.asarray(pc.is_valid(messages["t_confirm"]).to_numpy(zero_copy_only=False))
     again = pc.or_(
         pc.greater(deliveries["attempt"], 1), pc.fill_null(deliveries["redelivered"], False)
@@ -82,12 +91,13 @@ def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
         sent=n,
         confirmed=int(confirmed.sum()),
         delivered_unique=int(delivered.sum()),
-        lost=int(np.count_nonzero(confirmed & ~delivered & ~dead)),
+        lost=int(np.count_nonzero(confirmed & ~delivered & ~dead & ~unroutable)),
         duplicated=duplicated,
         unexpected=unexpected,
         recovered=int(np.count_nonzero(~confirmed & delivered)),
         redeliveries=int(pc.sum(pc.cast(again, pa.int64())).as_py() or 0),
         dead_lettered=int(dead.sum()),
+        unroutable=int(unroutable.sum()),
     )
 
 

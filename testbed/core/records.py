@@ -59,7 +59,10 @@ MESSAGES = pa.schema(
         ("replication", pa.int32()),
     ]
 )
-OUTCOMES = ("acked", "nacked", "timed_out", "dropped", "crashed", "dead_lettered")
+OUTCOMES = ("acked", "nacked", "timed_out", "dropped", "crashed", "dead_lettered", "unroutable")
+"""``unroutable`` is not a delivery attempt but a message's fate, as ``dead_lettered`` is: the
+broker found no queue for it (a transient subscription whose consumer was away) and returned
+it to its ``mandatory`` producer; its ``consumer`` is empty."""
 DELIVERIES = pa.schema(
     [
         ("msg_id", pa.string()),
@@ -124,6 +127,7 @@ class Ledger:
     recovered: int = 0
     redeliveries: int = 0
     dead_lettered: int = 0
+    unroutable: int = 0
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

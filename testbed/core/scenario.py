@@ -128,6 +128,21 @@ class QueueSpec(Strict):
     bindings: list[BindingSpec] = Field(default_factory=list)
     max_length: int | None = Field(None, ge=1)
     visibility: VisibilitySpec | None = None
+    exclusive: bool = False
+    """A transient subscription (docs/models.md §6): the queue is declared (and bound) by its
+    one consumer's own connection, usable only by it and deleted when that connection closes;
+    the consumer declares it again when it reconnects. Publishes meanwhile find no queue.
+    Needs `durable: false` and a consumer group of `count: 1`. ActiveMQ: a non-durable topic
+    subscription."""
+    auto_delete: bool = False
+    """A transient subscription shared by its consumer group: declared by each consumer's own
+    connection, deleted when the last one goes away (and declared again on reconnect).
+    Needs `durable: false`. ActiveMQ: a non-durable topic subscription per consumer."""
+
+    @property
+    def transient(self) -> bool:
+        """Exists only while a consumer is connected (`exclusive` or `auto_delete`)."""
+        return self.exclusive or self.auto_delete
 
 
 class LoadBalancedSpec(Strict):
@@ -162,6 +177,10 @@ class ProducerSpec(Strict):
     size: SizeDistribution = Field(default_factory=lambda: Deterministic(kind="fixed", value=200.0))
     persistent: bool = False
     confirms: bool = False
+    mandatory: bool = False
+    """Ask the broker to return a publish that no queue takes (AMQP ``mandatory``, RabbitMQ
+    only), e.g. one sent while a transient subscription's consumer is away: the ledger counts
+    it `unroutable`, apart from `lost`. Without it such publishes vanish unreported."""
     message_type: Name | None = None
     """Type label for per-type latency tables; defaults to the producer's name."""
     start: NonNegDuration = 0.0

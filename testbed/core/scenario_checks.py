@@ -29,6 +29,7 @@ from testbed.core.scenario_faults import (
     NetworkFault,
     StochasticFault,
 )
+from testbed.core.scenario_transient import check_transient
 from testbed.core.suggest import did_you_mean
 from testbed.core.trace_file import TraceError, read_trace
 from testbed.core.yamlmap import LineMap, format_path
@@ -121,6 +122,7 @@ def check_scenario(
     _check_consumers(c, s)
     _check_faults(c, s)
     check_autoscaling(c, s)
+    check_transient(c, s)
     check_bounds(c, s)
     _check_stability(c, s)
     _check_thresholds(c, s)

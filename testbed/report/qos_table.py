@@ -28,7 +28,8 @@ def qos_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
             counts = ", ".join(f"{k} {v:.3f}" for k, v in r.get("terms", {}).items() if v)
         else:
             counts = (
-                f"undelivered {r.get('undelivered')}, lost {r.get('lost')} of sent {r.get('sent')}"
+                f"undelivered {r.get('undelivered')}, lost {r.get('lost')}, unroutable "
+                f"{r.get('unroutable')} of sent {r.get('sent')}"
             )
         a = r.get("availability_broker")
         rows.append(
@@ -37,6 +38,7 @@ def qos_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
                 "loss_rate": _rate(r.get("loss_rate")),
                 "ci": _ci(r.get("loss_rate_ci")),
                 "lost_rate": _rate(r.get("lost_rate")),
+                "unroutable_rate": _rate(r.get("unroutable_rate")),
                 "availability": "–" if a is None else f"{a:.3f}",
                 "detail": counts,
             }
@@ -51,7 +53,9 @@ def qos_note(summary: dict[str, Any]) -> str:
     i = table.get("inputs", {})
     return (
         f"QoS {table.get('qos')}: loss rate = (sent − delivered − dead-lettered) per second of "
-        f"production {table.get('window')}; lost rate = confirmed but never delivered. Closed "
+        f"production {table.get('window')}; lost rate = confirmed but never delivered; "
+        f"unroutable rate = returned because no queue took them (a transient subscription's "
+        f"consumer was away). Closed "
         f"form inputs: λ {i.get('lam'):g}/s, μ {i.get('mu'):g}/s, K {i.get('k')}, "
         f"A_M {i.get('a_m'):.3f}, A_C {i.get('a_c'):.3f} (broker restart "
         f"{i.get('restart_s'):g} s added to its MTTR)."
@@ -66,13 +70,14 @@ def qos_markdown(summary: dict[str, Any]) -> str:
         "",
         "#### Loss by QoS (msg/s)",
         "",
-        "| source | loss rate | 95 % CI | lost rate | broker availability | detail |",
-        "|---|---:|---:|---:|---:|---|",
+        "| source | loss rate | 95 % CI | lost rate | unroutable rate | broker availability "
+        "| detail |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['source']} | {r['loss_rate']} | {r['ci']} | {r['lost_rate']} | "
-            f"{r['availability']} | {r['detail']} |"
+            f"{r['unroutable_rate']} | {r['availability']} | {r['detail']} |"
         )
     lines += ["", qos_note(summary)]
     return "\n".join(lines) + "\n"

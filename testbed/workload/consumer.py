@@ -29,6 +29,8 @@ from testbed.brokers.base import (
     HDR_T_PUBLISH_NS,
     AckMode,
     BrokerAdapter,
+    Consumer,
+    DeclarationError,
     Delivery,
     Destination,
     Producer,
@@ -43,6 +45,11 @@ from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.producer import body_of
+from testbed.workload.topology import subscription_declarations
+
+LOCKED_WAIT = 5.0
+"""Seconds a consumer retries declaring its transient queue while the broker still holds it
+for the consumer's previous, dead connection (RESOURCE_LOCKED)."""
 
 
 class ConsumerLoop:
@@ -77,6 +84,10 @@ class ConsumerLoop:
         self._current: tuple[Delivery, int, float, float | None, bool, int] | None = None
         queue = scenario.queue(spec.queue)
         self._durable = bool(queue and queue.durable)
+        self._transient = bool(queue and queue.transient)
+        self._declare = subscription_declarations(scenario, spec.queue)
+        """A transient queue lives with this consumer's connection: declared (and bound) on it
+        each time the loop starts, after a crash or reconnect too (docs/models.md §6)."""
         self.visibility: VisibilityController | None = None
         if queue is not None and queue.visibility is not None and spec.ack != "auto":
             vis = queue.visibility
@@ -152,9 +163,11 @@ class ConsumerLoop:
 
     def run(self) -> None:
         ack_mode: AckMode = "auto" if self.spec.ack == "auto" else "manual"
-        consumer = self.adapter.consumer(
-            self.spec.queue, prefetch=self.spec.prefetch, ack_mode=ack_mode
-        )
+        consumer = self._subscribe(ack_mode)
+        if self._transient:
+            self.recorder.event(
+                self.clock.now(), "subscribed", self.name, {"queue": self.spec.queue}
+            )
         try:
             while not self.should_stop():
                 timeout = self.poll
@@ -185,6 +198,24 @@ class ConsumerLoop:
                     p.close()
                 except self.adapter.connection_errors:  # type: ignore[misc]
                     pass
+
+    def _subscribe(self, ack_mode: AckMode) -> Consumer:
+        """The broker's consumer. An exclusive queue of this consumer's previous connection may
+        still be locked for a moment after a crash (until the broker notices the old
+        connection is gone): its declaration is retried for up to `LOCKED_WAIT` s."""
+        deadline = time.monotonic() + LOCKED_WAIT
+        while True:
+            try:
+                return self.adapter.consumer(
+                    self.spec.queue,
+                    prefetch=self.spec.prefetch,
+                    ack_mode=ack_mode,
+                    declare=self._declare,
+                )
+            except DeclarationError:
+                if not self._declare or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def _connection_lost(self) -> None:
         """The broker went away: the delivery in hand will be redelivered (recorded as

@@ -65,7 +65,7 @@ class LocustStatsListener:
     def on_delivery(
         self, queue: str, consumer: str, outcome: str, latency_s: float | None, size: int
     ) -> None:
-        if outcome in ("timed_out", "dead_lettered", "nacked", "dropped", "crashed"):
+        if outcome in ("timed_out", "dead_lettered", "nacked", "dropped", "crashed", "unroutable"):
             exc: Exception | None = RuntimeError(outcome)
         else:
             exc = None

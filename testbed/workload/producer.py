@@ -83,6 +83,7 @@ class ProducerLoop:
         self.sent = 0
         self.confirmed = 0
         self.failed = 0
+        self.returned = 0
         self._pending: dict[str, tuple[Any, ...]] = {}
         self._unflushed = 0
         self._size = spec.size.sampler(rng)
@@ -165,6 +166,11 @@ class ProducerLoop:
     def _settle(self, confirms: list[Confirm]) -> None:
         for c in confirms:
             row = self._pending.pop(c.msg_id, None)
+            if c.returned:
+                self.returned += 1
+                self._unroutable(c, row)
+                if row is None:  # no confirms: its messages row is written already
+                    continue
             if row is None:
                 self.failed += 1
                 self.recorder.event(
@@ -184,6 +190,14 @@ class ProducerLoop:
                 self.failed += 1
                 self._record(c.msg_id, key, size, t_intended, t_publish, None, False)
 
+    def _unroutable(self, c: Confirm, row: tuple[Any, ...] | None) -> None:
+        """The broker returned a ``mandatory`` publish that no queue took (a transient
+        subscription's consumer was away): its ``unroutable`` row (the ledger's count)."""
+        t = self.clock.of_ns(c.t_ns)
+        size = row[1] if row is not None else 0
+        queue = self.spec.queue or self.spec.exchange or ""
+        self.recorder.delivery(c.msg_id, queue, "", 1, t, t, "unroutable", False, None, size)
+
     # -- loops ------------------------------------------------------------------------------
 
     def run(self, resume_at: float = 0.0) -> None:
@@ -192,7 +206,10 @@ class ProducerLoop:
         message ids continue where they stopped."""
         self.resume_at = resume_at
         producer = self.adapter.producer(
-            self.destination, persistent=self.spec.persistent, confirms=self.spec.confirms
+            self.destination,
+            persistent=self.spec.persistent,
+            confirms=self.spec.confirms,
+            mandatory=self.spec.mandatory,
         )
         try:
             if isinstance(self.spec.arrival, ClosedArrival):
@@ -231,6 +248,8 @@ class ProducerLoop:
             if self.spec.confirms and self._pending:
                 self._settle(producer.poll_confirms(timeout=delay))
             else:
+                if self.spec.mandatory:  # returns come back without confirms too
+                    self._settle(producer.poll_confirms(0.0))
                 time.sleep(delay)
 
     def _open_loop(self, producer: Producer) -> None:
@@ -287,6 +306,8 @@ class ProducerLoop:
                         c.ok,
                     )
                     self.confirmed += int(c.ok)
+                    if c.returned:
+                        self._unroutable(c, (key, size))
 
     def _finish(self, producer: Producer) -> None:
         deadline = time.monotonic() + self.confirm_wait
@@ -296,6 +317,9 @@ class ProducerLoop:
                 self._unflushed = 0
             while self._pending and time.monotonic() < deadline:
                 self._settle(producer.poll_confirms(timeout=0.2))
+            if self.spec.mandatory and not self.spec.confirms:
+                time.sleep(0.2)  # the last returns: a round trip after their publish
+                self._settle(producer.poll_confirms(0.0))
         except self.adapter.connection_errors:  # type: ignore[misc]
             pass
         for msg_id, (key, size, t_intended, t_publish) in list(self._pending.items()):

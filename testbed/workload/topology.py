@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["declarations", "all_queue_names", "purge"]
+__all__ = [
+    "declarations",
+    "subscription_declarations",
+    "all_queue_names",
+    "purgeable_queue_names",
+    "purge",
+]
 
 import time
 
@@ -22,12 +28,22 @@ def declarations(scenario: Scenario) -> list[Declaration]:
     Load-balanced aliases declare every member queue (``<alias>.<i>``, up to ``max_queues``)
     and the alias as a direct exchange binding each member under its own name: producers pick
     the member per message by the forwarding ratios (:mod:`testbed.workload.scaling`).
+
+    A transient queue (``exclusive``/``auto_delete``) is left out where it is a real queue
+    (RabbitMQ): its consumer declares and binds it on its own connection
+    (`subscription_declarations`). Where it is a topic subscription (ActiveMQ) it stays in, so
+    that every process routes to the topic; declaring it creates nothing on the broker.
     """
     topo = scenario.topology
-    delay_queues = KINDS[scenario.broker.kind].visibility == "delay_queue"
+    facts = KINDS[scenario.broker.kind]
+    delay_queues = facts.visibility == "delay_queue"
     out: list[Declaration] = [ExchangeDecl(x.name, x.type, x.durable) for x in topo.exchanges]
     declared: set[str] = set()
     for q in topo.queues:
+        if q.transient:
+            if facts.transient_queues == "topic":
+                out.extend(_transient(scenario, q.name))
+            continue
         dlq = dead_letter_queue_of(scenario, q.name)
         if dlq and dlq not in declared and scenario.queue(dlq) is None:
             out.append(QueueDecl(dlq, durable=q.durable))
@@ -53,9 +69,43 @@ def declarations(scenario: Scenario) -> list[Declaration]:
     return out
 
 
+def _transient(scenario: Scenario, queue: str) -> list[Declaration]:
+    q = scenario.queue(queue)
+    assert q is not None and q.transient
+    decl = QueueDecl(
+        q.name, durable=q.durable, exclusive=q.exclusive, auto_delete=q.auto_delete,
+        max_length=q.max_length,
+    )  # fmt: skip
+    return [decl, *(BindingDecl(b.exchange, q.name, b.key) for b in q.bindings)]
+
+
+def subscription_declarations(scenario: Scenario, queue: str) -> list[Declaration]:
+    """What a consumer of `queue` declares on its own connection before consuming, and again
+    after each reconnect: a transient queue and its bindings where it is a real queue
+    (RabbitMQ), else nothing (``declarations`` has it all)."""
+    q = scenario.queue(queue)
+    if q is None or not q.transient or KINDS[scenario.broker.kind].transient_queues != "queue":
+        return []
+    return _transient(scenario, queue)
+
+
 def all_queue_names(scenario: Scenario) -> list[str]:
-    """Queues to watch (stats, drain): declared queues, their DLQs and load-balanced members."""
-    return [d.name for d in declarations(scenario) if isinstance(d, QueueDecl)]
+    """Queues to watch (stats, drain): declared queues, their DLQs and load-balanced members,
+    and transient queues while they exist (RabbitMQ)."""
+    names = purgeable_queue_names(scenario)
+    if KINDS[scenario.broker.kind].transient_queues == "queue":
+        names += [q.name for q in scenario.topology.queues if q.transient]
+    return names
+
+
+def purgeable_queue_names(scenario: Scenario) -> list[str]:
+    """Queues the run declares before it starts (purged of an earlier run's leftovers): all but
+    the transient ones, which live with their consumers' connections."""
+    return [
+        d.name
+        for d in declarations(scenario)
+        if isinstance(d, QueueDecl) and not (d.exclusive or d.auto_delete)
+    ]
 
 
 def purge(adapter: BrokerAdapter, queues: list[str], timeout: float = 30.0) -> dict[str, int]:

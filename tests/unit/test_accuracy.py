@@ -145,3 +145,19 @@ def test_a_partial_rerun_keeps_other_cases_and_names_its_own_command(tmp_path: P
     assert [(c["case"], c["command"]) for c in doc["cases"]] == [
         ("x", "mqbed bench A"), ("y", "mqbed bench B")]  # fmt: skip
     assert "mqbed bench B" in out.read_text()
+
+
+def test_every_case_is_a_valid_scenario_on_its_broker() -> None:
+    """A library file may use what only one broker has (qos-be publishes ``mandatory``, which
+    ActiveMQ cannot return): each case's scenario, as the suite writes it, loads cleanly."""
+    from testbed.accuracy import _scenario_text
+    from testbed.core.scenario_loader import parse_scenario
+
+    for case in all_cases():
+        for quick in (False, True):
+            s, issues = parse_scenario(_scenario_text(case, quick), case.scenario)
+            assert s is not None, (case.name, [str(i) for i in issues])
+    be = next(c for c in all_cases() if c.name == "QoS experiment, BE [activemq]")
+    assert "mandatory" not in _scenario_text(be, False)
+    be = next(c for c in all_cases() if c.name == "QoS experiment, BE [rabbitmq]")
+    assert "mandatory: true" in _scenario_text(be, False)

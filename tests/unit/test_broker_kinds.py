@@ -102,6 +102,8 @@ TABLE: dict[str, tuple[object, object]] = {
     "deletes_topology":               (True,              False),  # calibration/streams.py
     "calibration_queue_per_consumer": (False,             True),  # calibration/streams.py
     "high_watermark":                 (0.6,               1.0),  # calibration/assemble.py
+    "transient_queues":               ("queue",           "topic"),  # workload/topology.py
+    "mandatory":                      (True,              False),  # scenario_transient.py
 }  # fmt: skip
 
 
@@ -109,8 +111,16 @@ def test_the_kinds_and_their_order() -> None:
     assert list(KINDS) == ["rabbitmq", "activemq"]
     assert typing.get_args(KindName) == tuple(KINDS)
     assert DEFAULT_KIND == "rabbitmq"
-    fields = {f.name for f in dataclasses.fields(KindFacts)} - {"name", "clients", "no_alarms"}
-    assert fields | {"default_client", "alarms"} == set(TABLE) | {"stats_poller", "local_version"}
+    fields = {f.name for f in dataclasses.fields(KindFacts)} - {
+        "name",
+        "clients",
+        "no_alarms",
+        "no_mandatory",
+    }
+    assert fields | {"default_client", "alarms", "mandatory"} == set(TABLE) | {
+        "stats_poller",
+        "local_version",
+    }
 
 
 @pytest.mark.parametrize("column, kind", list(enumerate(KINDS)))

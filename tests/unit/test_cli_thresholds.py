@@ -33,6 +33,9 @@ def test_parse_reads_units_queue_and_operator() -> None:
     assert parse_threshold("throughput >= 3000/min").limit == pytest.approx(50.0)
     assert parse_threshold("throughput>180").limit == 180.0  # a bare rate is per second
     assert parse_threshold("lost == 0").spec.key == "lost"
+    assert parse_threshold("unroutable < 500").spec.key == "unroutable"
+    ok = evaluate([parse_threshold("unroutable < 500")], measured_figures({}, {"unroutable": 312}))
+    assert [(r.ok, r.measured) for r in ok] == [(True, 312.0)]
 
 
 @pytest.mark.parametrize(

@@ -189,3 +189,33 @@ def test_flush_interval_bounds_the_age_of_buffered_rows(tmp_path: Path) -> None:
     w._oldest -= 0.6  # the buffered row is now 0.6 s old: the next append flushes both
     w.append((2.0, "k", "t", "{}", 0))
     assert w.rows_written == 3
+
+
+def test_unroutable_messages_are_counted_apart_from_lost() -> None:
+    """A returned publish (``unroutable`` row) is not lost: it was never enqueued. Without
+    confirms its row says confirmed (the client thought the broker had it); with confirms the
+    return made the confirm fail. A message returned by one route but acked by another (a
+    fan-out copy) was delivered, and one whose return came although it was delivered later
+    (a redelivered copy of the same id) counts once, as delivered."""
+    messages = _messages([("r1", 0.1), ("r2", None), ("l", 0.1), ("fan", 0.1), ("ok", 0.1)])
+    deliveries = _deliveries(
+        [
+            ("r1", 1, "unroutable", False),  # returned, no confirms: confirmed on its row
+            ("r2", 1, "unroutable", False),  # returned, confirms: its confirm failed
+            ("fan", 1, "unroutable", False),  # returned by one queue, acked in another
+            ("fan", 1, "acked", False),
+            ("ok", 1, "acked", False),
+            # l: confirmed, never delivered, never returned: lost
+        ]
+    )
+    ledger = compute_ledger(messages, deliveries)
+    assert ledger == Ledger(
+        sent=5,
+        confirmed=4,  # all but r2
+        delivered_unique=2,  # fan, ok
+        lost=1,  # l only: r1 was unroutable, not lost
+        unroutable=2,  # r1, r2
+    )
+    # each undelivered message has one fate: r2 (unconfirmed) is unroutable, not counted twice
+    undelivered = ledger.sent - ledger.delivered_unique - ledger.dead_lettered
+    assert undelivered == ledger.lost + ledger.unroutable == 3

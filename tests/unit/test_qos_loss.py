@@ -33,9 +33,10 @@ def test_the_three_files_differ_only_in_the_qos_settings() -> None:
         d = lib(name).model_dump()
         for k in ("name", "description"):
             d.pop(k)
-        d["topology"]["queues"][0].pop("durable")
+        for k in ("durable", "exclusive", "auto_delete"):  # BE: a transient subscription
+            d["topology"]["queues"][0].pop(k)
         for p in d["producers"]:
-            p.pop("persistent"), p.pop("confirms")
+            p.pop("persistent"), p.pop("confirms"), p.pop("mandatory")
         for c in d["consumers"]:
             c.pop("ack")
         return d
@@ -117,3 +118,26 @@ def test_pcm_closed_form_has_no_broker_crash_term_and_the_table_renders() -> Non
     assert rows[0]["loss_rate"] == f"{200 / 60:.3f}"
     md = qos_markdown(summary)
     assert "#### Loss by QoS" in md and "QoS PCM" in md and md.count("\n| ") == 3
+
+
+def test_be_with_a_transient_subscription_counts_the_consumer_down_term_as_unroutable() -> None:
+    """qos-be's queue is a transient subscription fed by a mandatory producer: the closed
+    form's consumer-down term (sends while the consumer is away) is its unroutable rate, the
+    counterpart of the ledger's ``unroutable``, and not part of its lost rate."""
+    s = lib("qos-be")
+    assert s.topology.queues[0].exclusive and s.producers[0].mandatory
+    measured = Ledger(sent=3000, confirmed=2900, delivered_unique=2600, lost=40, unroutable=360)
+    t = loss_table(s, {"measured": [measured]})
+    assert t is not None
+    m, closed = t["rows"]
+    assert m["unroutable_rate"] == pytest.approx(360 / 60) and m["unroutable"] == [360]
+    terms = closed["terms"]
+    assert closed["unroutable_rate"] == terms["consumer_down"] > 0
+    assert closed["lost_rate"] == pytest.approx(
+        closed["loss_rate"] - terms["broker_down"] - terms["consumer_down"]
+    )
+    md = qos_markdown({"qos_loss": t})
+    assert "unroutable rate" in md and "unroutable [360] of sent [3000]" in md
+    # PC keeps the queue while the consumer is down: nothing is unroutable there
+    pc = loss_table(lib("qos-pc"), {"measured": [measured]})
+    assert pc is not None and pc["rows"][-1]["unroutable_rate"] == 0.0

@@ -367,4 +367,5 @@ def test_ledger_from_hand_built_tables() -> None:
         "recovered": 1,
         "redeliveries": 2,
         "dead_lettered": 1,
+        "unroutable": 0,
     }

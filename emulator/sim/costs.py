@@ -93,7 +93,12 @@ class Costs:
         return self.profile.base_latency(rate)
 
     def residual_table(
-        self, total_rate: float, size: float, persistent: bool
+        self,
+        total_rate: float,
+        size: float,
+        persistent: bool,
+        confirms: bool = False,
+        follow_up: bool = False,
     ) -> QuantileTable | None:
         """The measured delivery delay at this point less the modelled stages (2d and the
         queue process, or the two thread stages), floored at 0; None without a client path."""
@@ -101,7 +106,7 @@ class Costs:
         if cp is None or self.model not in ("amqp", "threads"):
             return None
         slope = self._residual_fit(total_rate).b
-        table = cp.delivery_table(total_rate, size, persistent, slope)
+        table = cp.delivery_table(total_rate, size, persistent, slope, confirms, follow_up)
         if self.model == "amqp":
             stages = 2 * self.d + self.queue_a + self.queue_b * size
         else:

@@ -153,8 +153,10 @@ class Model:
         traffic = self.traffic.get(name)
         size = traffic.size if traffic is not None and traffic.size is not None else None
         persistent = traffic.persistent if traffic is not None else False
+        confirms = traffic.confirmed if traffic is not None else False
+        follow_up = traffic.follow_up if traffic is not None else False
         ref = size if size is not None else self.costs.profile.reference_size
-        table = self.costs.residual_table(self.total_rate, ref, persistent)
+        table = self.costs.residual_table(self.total_rate, ref, persistent, confirms, follow_up)
         if table is not None:
             q.jitter = table_sampler(table, self._stream(f"queue:{name}:residual"))
             q.deliver_b = self.costs.size_slope(rate)

@@ -2,8 +2,9 @@
 
 With a measured client path in the profile, each queue draws its non-queueing delivery residual
 from the delivery-delay table at the point of the scenario it sits in — the machine's total
-message rate, the queue's typical message size and whether its messages are persistent — and
-each consumer draws its hold beyond the service time from the hold table at that rate. Without
+message rate, the queue's typical message size, whether its messages are persistent, whether their
+producers wait for confirms and whether consumers publish them from their handlers (follow-ups) —
+and each consumer draws its hold beyond the service time from the hold table at that rate. Without
 one, the older fit-plus-spread model of :mod:`emulator.sim.costs` applies.
 
 The queue's typical size is the rate-weighted mean size of what producers send to it (follow-up
@@ -28,6 +29,10 @@ class QueueTraffic:
     rate: float = 0.0
     bytes_rate: float = 0.0
     persistent_rate: float = 0.0
+    confirmed_rate: float = 0.0
+    """msg/s of persistent messages from producers that wait for each confirm."""
+    follow_up_rate: float = 0.0
+    """msg/s published by consumers from their handlers (follow-ups)."""
 
     @property
     def size(self) -> float | None:
@@ -37,17 +42,36 @@ class QueueTraffic:
     def persistent(self) -> bool:
         return self.rate > 0 and self.persistent_rate >= self.rate / 2
 
+    @property
+    def confirmed(self) -> bool:
+        """Most of its persistent traffic is confirmed (draws from the confirmed table)."""
+        return self.persistent and self.confirmed_rate >= self.persistent_rate / 2
+
+    @property
+    def follow_up(self) -> bool:
+        """Most of its traffic is follow-ups (draws from the follow-up table)."""
+        return self.rate > 0 and self.follow_up_rate >= self.rate / 2
+
 
 def queue_traffic(s: Scenario) -> dict[str, QueueTraffic]:
     """Per queue: producers' rate, mean size and persistence (routing followed)."""
     out: dict[str, QueueTraffic] = {}
 
-    def add(queues: list[str], rate: float, size: float, persistent: bool) -> None:
+    def add(
+        queues: list[str],
+        rate: float,
+        size: float,
+        persistent: bool,
+        confirms: bool,
+        follow_up: bool = False,
+    ) -> None:
         for q in queues:
             t = out.setdefault(q, QueueTraffic())
             t.rate += rate
             t.bytes_rate += rate * size
             t.persistent_rate += rate if persistent else 0.0
+            t.confirmed_rate += rate if persistent and confirms else 0.0
+            t.follow_up_rate += rate if follow_up else 0.0
 
     def targets(queue: str | None, exchange: str | None, key: Any) -> list[str]:
         if queue is not None:
@@ -58,11 +82,17 @@ def queue_traffic(s: Scenario) -> dict[str, QueueTraffic]:
 
     for p in s.producers:
         rate = (arrival_mean_rate(p.arrival) or 0.0) * p.count
-        add(targets(p.queue, p.exchange, p.routing_key), rate, float(p.size.mean), p.persistent)
+        add(
+            targets(p.queue, p.exchange, p.routing_key),
+            rate, float(p.size.mean), p.persistent, p.confirms,
+        )  # fmt: skip
     for c in s.consumers:
         for f in c.follow_ups:
             rate = f.probability * (out[c.queue].rate if c.queue in out else 0.0)
-            add(targets(f.queue, f.exchange, f.routing_key), rate, float(f.size.mean), f.persistent)
+            add(
+                targets(f.queue, f.exchange, f.routing_key),
+                rate, float(f.size.mean), f.persistent, False, follow_up=True,
+            )  # fmt: skip
     return out
 
 

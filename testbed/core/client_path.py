@@ -7,8 +7,10 @@ library as a real run, and keeps from its records two empirical distributions pe
 
 - ``delivery``: publish → the consumer starting on the message, at light load (consumers that
   serve in zero time and are never backlogged), per total message rate of the machine, message
-  size and persistence. This is the whole non-queueing path — client send, network, broker,
-  push to the consumer, the consumer's event loop — with its measured floor and tail.
+  size, persistence, whether the producer waits for confirms and whether a consumer published
+  it from its handler (a follow-up). This is the whole non-queueing path — client send,
+  network, broker, push to the consumer, the consumer's event loop — with its measured floor
+  and tail.
 - ``hold``: how much longer than its service time a live consumer holds the next message
   back: the gap between the starts of two messages served back to back, minus the service
   time asked for (timer overshoot of the event loop, the callback, the ack, the record).
@@ -45,7 +47,7 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 3
+PROTOCOL = 4
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
@@ -53,7 +55,9 @@ earlier one is measured again by the next run (`ClientPath.missing`):
 2. persistent deliveries measured at every load level, not only the high one; and ActiveMQ's
    STOMP sessions without Nagle's algorithm, whose held-back frames had added 15-45 ms stalls to
    every ActiveMQ table;
-3. the CPU of a client operation split into publish, receive and ack (``ClientPath.cpu``)."""
+3. the CPU of a client operation split into publish, receive and ack (``ClientPath.cpu``);
+4. persistent deliveries from a producer that waits for each confirm (``PathPoint.confirms``),
+   and follow-ups published by consumers from their handlers (``PathPoint.follow_up``)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
@@ -75,6 +79,10 @@ class PathPoint(Strict):
     """Total messages per second on the machine while the point was measured."""
     size: float = Field(ge=0)
     persistent: bool = False
+    confirms: bool = False
+    """Published by a producer that waits for each confirm (persistent messages only)."""
+    follow_up: bool = False
+    """Published by a consumer from its handler (a follow-up), not by a producer."""
     table: QuantileTable
 
 
@@ -157,19 +165,29 @@ class ClientPath(Strict):
         if self.protocol < PROTOCOL:
             return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
-                    "is spent)")  # fmt: skip
+                    "is spent, confirmed persistent deliveries, follow-ups)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         return None
 
     def delivery_table(
-        self, rate: float, size: float, persistent: bool, slope: float
+        self,
+        rate: float,
+        size: float,
+        persistent: bool,
+        slope: float,
+        confirms: bool = False,
+        follow_up: bool = False,
     ) -> QuantileTable:
         """The delivery delay at total ``rate`` msg/s for ``size`` bytes (see module doc).
 
         ``slope`` (s/byte) extends the table beyond the largest or below the smallest size.
+        The points of the message's own kind are used where the profile has them: confirmed
+        ones for a persistent message whose producer waits for confirms (transient confirmed
+        messages take the transient points), follow-up ones for a follow-up; else the plain
+        points of its persistence, else any.
         """
-        pts = [p for p in self.delivery if p.persistent == persistent] or self.delivery
+        pts = self._points(persistent, confirms and persistent and not follow_up, follow_up)
         sizes = sorted({p.size for p in pts})
         per_size = [_by_rate([(p.rate, p.table) for p in pts if p.size == s], rate) for s in sizes]
         if size <= sizes[0]:
@@ -181,6 +199,13 @@ class ClientPath(Strict):
             if lo <= size <= hi:
                 return mix(per_size[i], per_size[i + 1], (size - lo) / (hi - lo))
         return per_size[-1]  # unreachable: the size lies in one bracket
+
+    def _points(self, persistent: bool, confirms: bool, follow_up: bool) -> list[PathPoint]:
+        for want in ((persistent, confirms, follow_up), (persistent, False, False)):
+            pts = [p for p in self.delivery if (p.persistent, p.confirms, p.follow_up) == want]
+            if pts:
+                return pts
+        return [p for p in self.delivery if p.persistent == persistent] or self.delivery
 
     def hold_table(self, rate: float) -> QuantileTable | None:
         if not self.hold:

@@ -105,11 +105,14 @@ class ConsumerLoop:
 
     # -- publishing helpers -------------------------------------------------------------------
 
-    def _producer(self, dest: Destination) -> Producer:
-        key = f"{dest.kind}:{dest.name}"
+    def _producer(self, dest: Destination, persistent: bool | None = None) -> Producer:
+        """A producer on `dest`, persistent as asked (None: as this consumer's queue is durable,
+        for the copies `_republish` puts back)."""
+        persistent = self._durable if persistent is None else persistent
+        key = f"{dest.kind}:{dest.name}:{int(persistent)}"
         p = self._producers.get(key)
         if p is None:
-            p = self.adapter.producer(dest, persistent=self._durable, confirms=False)
+            p = self.adapter.producer(dest, persistent=persistent, confirms=False)
             self._producers[key] = p
         return p
 
@@ -148,7 +151,7 @@ class ConsumerLoop:
         msg_id = f"{self.recorder.id_prefix}{self.name}.f{self._follow_seq}"
         self._follow_seq += 1
         t_intended = self.clock.now()
-        t_ns = self._producer(dest).publish(
+        t_ns = self._producer(dest, f.persistent).publish(  # as the simulator: its own flag
             body_of(size),
             msg_id=msg_id,
             headers={HDR_TYPE: f.message_type, HDR_ATTEMPT: 1},

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from testbed.calibration.client_path import CpuMeter
+from testbed.observe.foreign_load import CpuMeter
 
 
 def wait_until_quiet(

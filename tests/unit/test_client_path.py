@@ -11,6 +11,7 @@ import pytest
 
 from emulator.sim.model import Model
 from testbed.calibration.client_path import (
+    CHAINS,
     HOLD_SERVICE,
     HOLD_UTILISATION,
     PHASES,
@@ -66,11 +67,20 @@ def test_mix_is_quantile_wise() -> None:
     assert mix(a, b, -1).q == a.q and mix(a, b, 2).q == b.q
 
 
-def _path(rate: float, size: float, lo: float, persistent: bool = False) -> PathPoint:
+def _path(
+    rate: float,
+    size: float,
+    lo: float,
+    persistent: bool = False,
+    confirms: bool = False,
+    follow_up: bool = False,
+) -> PathPoint:
     return PathPoint(
         rate=rate,
         size=size,
         persistent=persistent,
+        confirms=confirms,
+        follow_up=follow_up,
         table=quantile_table(np.linspace(lo, 2 * lo, 200)),
     )
 
@@ -114,6 +124,7 @@ def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     cp = _client_path()
     assert cp.protocol == 1 and f"revision {PROTOCOL}" in (cp.missing() or "")
     assert "CPU split" in (cp.model_copy(update={"protocol": 2}).missing() or "")
+    assert "confirmed" in (cp.model_copy(update={"protocol": 3}).missing() or "")
     cp = cp.model_copy(update={"protocol": PROTOCOL})
     assert "CPU per operation" in (cp.missing() or "")
     assert cp.model_copy(update={"cpu_per_op": 0.0}).missing() is None
@@ -133,8 +144,81 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert cp is not None and cp.missing() is None, (kind, client)
         assert cp.cpu_per_op and cp.cpu_per_op > 0, (kind, client)
         assert cp.cpu is not None and cp.cpu.receive > 0, (kind, client)
-        rates = {p.rate for p in cp.delivery if p.persistent}
-        assert rates == {ph.total for ph in PHASES}, (kind, client, rates)
+        for confirms in (False, True):
+            rates = {p.rate for p in cp.delivery if p.persistent and p.confirms == confirms}
+            assert rates == {ph.total for ph in PHASES}, (kind, client, confirms, rates)
+
+
+def test_confirmed_persistent_messages_draw_from_their_own_table() -> None:
+    """A producer that waits for confirms sends through the broker's confirmed persistent path:
+    its queue draws from the confirmed points, a transient confirmed one from the transient
+    points, and a profile without confirmed points falls back to the persistent ones."""
+    cp = _client_path()
+    cp = cp.model_copy(
+        update={
+            "delivery": [
+                *cp.delivery,
+                _path(50, 200, 0.0012, persistent=True),
+                _path(50, 200, 0.0017, persistent=True, confirms=True),
+                _path(350, 200, 0.0027, persistent=True, confirms=True),
+            ]
+        }
+    )
+    assert cp.delivery_table(50, 200, True, 0.0, confirms=True).floor == pytest.approx(0.0017)
+    assert cp.delivery_table(1000, 200, True, 0.0, confirms=True).floor == pytest.approx(0.0027)
+    assert cp.delivery_table(50, 200, True, 0.0).floor == pytest.approx(0.0012)
+    assert cp.delivery_table(50, 200, False, 0.0, confirms=True).floor == pytest.approx(0.001)
+    older = cp.model_copy(update={"delivery": [p for p in cp.delivery if not p.confirms]})
+    assert older.delivery_table(50, 200, True, 0.0, confirms=True).floor == pytest.approx(0.0012)
+
+
+def test_follow_ups_draw_from_the_follow_up_points_of_their_persistence() -> None:
+    cp = _client_path()
+    cp = cp.model_copy(
+        update={
+            "delivery": [
+                *cp.delivery,
+                _path(50, 200, 0.0012, persistent=True),
+                _path(50, 200, 0.0005, follow_up=True),
+                _path(50, 200, 0.0007, persistent=True, follow_up=True),
+            ]
+        }
+    )
+    assert cp.delivery_table(50, 200, False, 0.0, follow_up=True).floor == pytest.approx(0.0005)
+    assert cp.delivery_table(50, 200, True, 0.0, follow_up=True).floor == pytest.approx(0.0007)
+    assert cp.delivery_table(50, 200, False, 0.0).floor == pytest.approx(0.001)  # producers'
+    # follow-ups never wait for confirms: the flag does not move them to the confirmed points
+    both = cp.delivery_table(50, 200, True, 0.0, confirms=True, follow_up=True)
+    assert both.floor == pytest.approx(0.0007)
+    plain = cp.model_copy(update={"delivery": [p for p in cp.delivery if not p.follow_up]})
+    assert plain.delivery_table(50, 200, True, 0.0, follow_up=True).floor == pytest.approx(0.0012)
+
+
+def test_the_calibration_chains_follow_ups_from_two_delivery_consumers() -> None:
+    s = Scenario.model_validate(calibration_scenario("rabbitmq", "pika"))
+    for src, (to, probability, persistent) in CHAINS.items():
+        c = next(c for c in s.consumers if c.queue == f"mqbed-cal-{src}")
+        (f,) = c.follow_ups
+        assert (f.queue, f.probability, f.persistent) == (
+            f"mqbed-cal-{to}",
+            probability,
+            persistent,
+        )
+        assert any(c.queue == f"mqbed-cal-{to}" for c in s.consumers)  # a consumer of its own
+    for ph in PHASES:  # the follow-ups count in the phase's total load
+        assert ph.chained == pytest.approx(ph.small * 0.5 + ph.large)
+
+
+def test_every_phase_measures_confirmed_deliveries_from_a_confirming_producer() -> None:
+    s = Scenario.model_validate(calibration_scenario("activemq", "stomp"))
+    for ph in PHASES:
+        (p,) = [p for p in s.producers if p.name == f"{ph.name}-confirmed"]
+        assert p.persistent and p.confirms and p.arrival.rate == pytest.approx(ph.confirmed)
+        others = [q for q in s.producers if q.name.startswith(ph.name) and q is not p]
+        assert not any(q.confirms for q in others)  # only this stream waits for confirms
+    queue = next(q for q in s.topology.queues if q.name == "mqbed-cal-confirmed")
+    assert queue.durable
+    assert any(c.queue == "mqbed-cal-confirmed" for c in s.consumers)
 
 
 def test_every_phase_measures_persistent_deliveries_at_the_same_total_load() -> None:
@@ -157,7 +241,7 @@ def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> 
         assert hold.service_time.kind == "exponential"  # a continuous law (module docstring)
         rho = ph.hold * (HOLD_SERVICE + 0.001) / hold.count
         assert rho == pytest.approx(HOLD_UTILISATION, abs=0.02)  # busy at times, never saturated
-    assert [ph.total for ph in PHASES] == [50.0, 184.0, 358.0]  # the load levels of the tables
+    assert [ph.total for ph in PHASES] == [90.0, 224.0, 418.0]  # the load levels of the tables
     assert {p.queue for p in s.producers} >= {"mqbed-cal-small", "mqbed-cal-large"}
 
 
@@ -248,7 +332,36 @@ def test_delivery_consumers_are_never_busy_enough_to_queue() -> None:
     """Each zero-service consumer of a delivery stream takes at most 60 msg/s in any phase: at
     ~1 ms of client cost per message it is idle when the next one arrives (ρ ≤ 0.06)."""
     s = Scenario.model_validate(calibration_scenario("rabbitmq", "pika"))
-    for stream in ("small", "large", "persistent"):
+    for stream in ("small", "large", "persistent", "confirmed"):
         group = next(c for c in s.consumers if c.queue == f"mqbed-cal-{stream}")
         peak = max(getattr(ph, stream) for ph in PHASES)
         assert peak / group.count <= 60.0, (stream, peak, group.count)
+    for src, (to, probability, _) in CHAINS.items():
+        group = next(c for c in s.consumers if c.queue == f"mqbed-cal-{to}")
+        peak = max(getattr(ph, src) * probability for ph in PHASES)
+        assert peak / group.count <= 60.0, (stream, peak, group.count)
+
+
+def test_tables_from_records_keep_the_confirmed_and_chained_streams_apart() -> None:
+    """The confirmed stream's deliveries become persistent points marked `confirms`, the chained
+    persistent follow-ups persistent points marked `follow_up`, apart from the plain persistent
+    ones of the same phase."""
+    low = PHASES[0]
+    rows = []
+    for stream, lat in (("persistent", 0.001), ("confirmed", 0.0015), ("chained-persistent", 6e-4)):
+        for i, t in enumerate(np.linspace(low.start + 1.1, low.stop - 0.1, 100)):
+            rows.append((f"mqbed-cal-{stream}", "c0", f"{stream}{i}", t + lat, lat, None, t + lat))
+    cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
+    d = pd.DataFrame(rows, columns=cols)
+    d["outcome"] = "acked"
+    paths, _, fits = tables_from_records(d)
+    by = {(p.persistent, p.confirms, p.follow_up): p for p in paths}
+    assert set(by) == {(True, False, False), (True, True, False), (True, False, True)}
+    assert by[(True, True, False)].table.floor == pytest.approx(0.0015)
+    assert by[(True, False, False)].table.floor == pytest.approx(0.001)
+    assert by[(True, False, True)].table.floor == pytest.approx(0.0006)
+    assert {f.point for f in fits} == {
+        "delivery/low/persistent",
+        "delivery/low/confirmed",
+        "delivery/low/chained-persistent",
+    }

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from testbed.calibration.client_path import CpuMeter
+from testbed.observe.foreign_load import CpuMeter
 
 
 def test_own_cpu_is_not_foreign(monkeypatch: pytest.MonkeyPatch) -> None:

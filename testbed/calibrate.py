@@ -89,7 +89,9 @@ def calibrate_machine(
         )
         if owner is not None:  # a broker of our own (a shared `mqbed up` one is not ours to kill)
             repeats = 1 if scale < 1 else RESTART_REPEATS  # --quick: one kill
-            restart = measure_restart(owner, endpoint.name, repeats, progress=console_line)
+            restart = measure_restart(
+                owner, endpoint.name, repeats, progress=console_line, client=client
+            )
     update: dict[str, object] = {"client_path": cp}
     if restart is not None:
         update["restart_time"] = restart

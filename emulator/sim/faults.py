@@ -17,8 +17,9 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
   auto-acked copies a consumer held (the one in hand and its buffer) are lost with it, and
   after_receive ones whose handler had started (``ClientFaults._lose_acknowledged``);
   publishes in flight are lost, a publish waiting for its confirm stays unconfirmed. A kill
-  also forgets the acks of persistent copies received in the last ``ACK_SYNC_S``
-  (redelivered: duplicates).
+  also forgets the acks of persistent copies received in the last ``ack_sync`` seconds
+  (redelivered: duplicates): the profile's measured ``restart_time.ack_loss_s``, else the
+  broker kind's figure (``testbed.core.availability.ack_loss_seconds``).
   Clients reconnect with the live bounded backoff (0.1 s doubling to 2 s); sends an open-loop
   producer had due before it reconnected are ``messages`` rows without publish time (sent,
   never confirmed).
@@ -54,7 +55,6 @@ from __future__ import annotations
 __all__ = [
     "FaultSim",
     "install_faults",
-    "ACK_SYNC_S",
     "reconnect_at",
 ]
 
@@ -66,7 +66,7 @@ from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.links import Link
 from emulator.sim.producers import Producer
-from testbed.core.availability import restart_seconds
+from testbed.core.availability import ack_loss_seconds, restart_seconds
 from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
 from testbed.core.seeds import replication_seed
 
@@ -74,11 +74,6 @@ if TYPE_CHECKING:
     from emulator.sim.model import Model
     from emulator.sim.queues import Queue
 
-ACK_SYNC_S = 0.04
-"""RabbitMQ makes acks of persistent messages durable lazily: a SIGKILL forgets the acks it
-received in about the last 40 ms, and those messages are redelivered after the restart —
-duplicates in the ledger (observed on this machine: 4 duplicates acked in the 22 ms before a
-kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s; a graceful restart forgets none)."""
 NAN = float("nan")
 
 
@@ -92,6 +87,7 @@ class FaultSim(ClientFaults, Link):
         self.kernel = model.kernel
         self.rec = model.rec
         self.restart_s = restart_seconds(s.broker.kind, model.costs.profile)
+        self.ack_sync = ack_loss_seconds(s.broker.kind, model.costs.profile)
         self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
@@ -141,11 +137,11 @@ class FaultSim(ClientFaults, Link):
                 self._remember_ack(q, m, attempt)
 
     def _remember_ack(self, q: Queue, m: int, attempt: int) -> None:
-        """An ack of a persistent copy reached the broker now: a kill within ``ACK_SYNC_S``
-        forgets it (see ``ACK_SYNC_S``)."""
+        """An ack of a persistent copy reached the broker now: a kill within ``ack_sync``
+        forgets it (module docstring)."""
         acks, now = self.recent_acks, self.kernel.now
         acks.append((now, q, m, attempt))
-        while acks and acks[0][0] < now - ACK_SYNC_S:
+        while acks and acks[0][0] < now - self.ack_sync:
             acks.popleft()
 
     # -- producers --------------------------------------------------------------------------
@@ -272,7 +268,7 @@ class FaultSim(ClientFaults, Link):
                         self._drop(q, m)
                 self._reconnect_later(c, reconnect_at(now, up), now)
         for t, q, m, attempt in self.recent_acks if forget else ():
-            if t >= now - ACK_SYNC_S:  # acked, but the ack was not on disk yet: redelivered
+            if t >= now - self.ack_sync:  # acked, but the ack was not on disk yet: redelivered
                 recovered.setdefault(q, []).append((m, attempt))
                 b.mem += b.sizes[m] + b.mem_overhead
                 b.pending += 1

@@ -86,6 +86,7 @@ def choose_profile(
     measured = restart_probe()
     updated = choice.profile.model_copy(update={"restart_time": measured})
     write_profile(updated, choice.path, header=None)
+    lost = "" if measured.ack_loss_s is None else f", {measured.ack_loss_s * 1000:.0f} ms of acks"
     progress(f"broker restart time {measured.mean:.1f} s (sd {measured.sd:.1f} s, "
-             f"{measured.samples} kills); cached in {choice.path}")  # fmt: skip
+             f"{measured.samples} kills{lost}); cached in {choice.path}")  # fmt: skip
     return ProfileChoice(updated, choice.path, choice.origin)

@@ -5,7 +5,8 @@ A constant per broker kind cannot be right on every machine: RabbitMQ came back 
 one machine of the class and in 9-18 s on another, and ActiveMQ in 1.5-6 s. So the figure is
 measured the way a run's fault injector makes it happen — SIGKILL the node, start it again on
 the same ports and data, wait until its health probe answers — and timed from the restart
-call to healthy (the ``broker_up`` event of a live run comes at the same point).
+call to healthy (the ``broker_up`` event of a live run comes at the same point). The same kills
+measure how many consumers' acks a kill forgets (`testbed.calibration.ack_loss`).
 
 A run whose scenario kills, stops or restarts a broker measures it once on the run's own
 broker when this machine's cached profile has no figure yet, and caches it there
@@ -22,6 +23,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from testbed.backends.base import BrokerEndpoint
+from testbed.calibration.ack_loss import AckLoad
 from testbed.core.faultplan import is_broker_target
 from testbed.core.profile import RestartTime
 
@@ -37,6 +40,8 @@ class Restartable(Protocol):
     def kill_node(self, name: str) -> None: ...
 
     def restart_node(self, name: str, timeout: float = ...) -> Any: ...
+
+    def endpoints(self) -> list[BrokerEndpoint]: ...
 
 
 def needs_restart_time(faults: Sequence[Any]) -> bool:
@@ -55,22 +60,66 @@ def measure_restart(
     node: str,
     repeats: int = RESTART_REPEATS,
     progress: Callable[[str], None] = lambda line: None,
+    client: str | None = None,
 ) -> RestartTime:
-    """Kill `node` and start it again `repeats` times; the restart → healthy times."""
-    samples = []
+    """Kill `node` and start it again `repeats` times; the restart → healthy times, and with
+    a `client` library the acks each kill forgot (`testbed.calibration.ack_loss`)."""
+    samples: list[float] = []
+    windows: list[float] = []
+    forgotten: list[int] = []
     for i in range(repeats):
+        load = _acked_load(backend, node, client, progress)
+        rate = load.run() if load is not None else 0.0
         backend.kill_node(node)
         t0 = time.monotonic()
         backend.restart_node(node, timeout=RESTART_TIMEOUT)
         samples.append(time.monotonic() - t0)
         progress(f"broker restart {i + 1}/{repeats}: healthy after {samples[-1]:.1f} s")
+        if load is not None and rate > 0:
+            n = _forgotten(load, _endpoint(backend, node), progress)
+            if n is not None:
+                forgotten.append(n)
+                windows.append(n / rate)
+                progress(f"  {n} acks of the {rate:.0f}/s before the kill forgotten: "
+                         f"{n / rate * 1000:.0f} ms of acks")  # fmt: skip
     sd = statistics.stdev(samples) if len(samples) > 1 else 0.0
     return RestartTime(
         mean=round(statistics.fmean(samples), 3),
         sd=round(sd, 3),
         samples=len(samples),
         date=datetime.now(UTC).isoformat(timespec="seconds"),
+        ack_loss_s=round(statistics.fmean(windows), 4) if windows else None,
+        acks_forgotten=forgotten,
     )
+
+
+def _endpoint(backend: Restartable, node: str) -> BrokerEndpoint:
+    return next(e for e in backend.endpoints() if e.name == node)
+
+
+def _acked_load(
+    backend: Restartable, node: str, client: str | None, progress: Callable[[str], None]
+) -> AckLoad | None:
+    """The acked load before a kill (None: no client named, or it could not start — the
+    restart time is measured all the same)."""
+    if client is None:
+        return None
+    try:
+        return AckLoad(_endpoint(backend, node), client)
+    except Exception as e:  # a broker that refuses the load still has a restart time
+        progress(f"  no acked load before the kill ({type(e).__name__}: {e})")
+        return None
+
+
+def _forgotten(
+    load: AckLoad, endpoint: BrokerEndpoint, progress: Callable[[str], None]
+) -> int | None:
+    load.abort()
+    try:
+        return load.forgotten(endpoint)
+    except Exception as e:  # the count is lost, not the restart time
+        progress(f"  forgotten acks not counted ({type(e).__name__}: {e})")
+        return None
 
 
 def restart_probe(
@@ -78,9 +127,11 @@ def restart_probe(
     owner: Restartable | None,
     node: str,
     progress: Callable[[str], None] = lambda line: None,
+    client: str | None = None,
 ) -> Callable[[], RestartTime] | None:
-    """What measures a run's restart time on its own broker, for a scenario that kills or
-    restarts it (None otherwise, or when the broker is not the run's to kill)."""
+    """What measures a run's restart time (and, with `client`, the acks a kill forgets) on its
+    own broker, for a scenario that kills or restarts it (None otherwise, or when the broker is
+    not the run's to kill)."""
     if owner is None or not needs_restart_time(faults):
         return None
-    return lambda: measure_restart(owner, node, progress=progress)
+    return lambda: measure_restart(owner, node, progress=progress, client=client)

@@ -8,7 +8,7 @@ and simulated availability figures computed from the events of either side.
 
 from __future__ import annotations
 
-__all__ = ["RESTART_S", "restart_seconds", "availability_from_events"]
+__all__ = ["RESTART_S", "ack_loss_seconds", "restart_seconds", "availability_from_events"]
 
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,17 @@ def restart_seconds(kind: str, profile: Profile | None = None) -> float:
     if profile is not None and profile.restart_time is not None:
         return float(profile.restart_time.mean)
     return RESTART_S.get(kind, DEFAULT_RESTART_S)
+
+
+def ack_loss_seconds(kind: str, profile: Profile | None = None) -> float:
+    """Seconds of consumers' acks of persistent messages a kill of broker ``kind`` forgets:
+    the profile's measured ``restart_time.ack_loss_s`` when it has one, else the kind's
+    figure (`KindFacts.ack_loss_s`)."""
+    rt = profile.restart_time if profile is not None else None
+    if rt is not None and rt.ack_loss_s is not None:
+        return float(rt.ack_loss_s)
+    facts = KINDS.get(kind)
+    return facts.ack_loss_s if facts is not None else 0.0
 
 
 def availability_from_events(

@@ -70,6 +70,9 @@ class KindFacts:
     """Queue and exchange names with this prefix are the broker's own (declaring is refused)."""
     restart_s: float
     """Start-up time after a kill or restart (`testbed.core.availability.RESTART_S`)."""
+    ack_loss_s: float
+    """Consumers' acks of persistent messages a kill forgets (s), when the profile has no
+    measured figure (`testbed.core.availability.ack_loss_seconds`)."""
     prometheus_plugin: bool
     """The broker serves its own Prometheus metrics (``BrokerEndpoint.prometheus_url``)."""
     management_api: bool
@@ -177,6 +180,7 @@ RABBITMQ = register(
         quorum_queues=True,
         reserved_prefix="amq.",
         restart_s=6.0,  # ~5-8 s with persistent data
+        ack_loss_s=0.04,  # 4 duplicates acked in the 22 ms before a kill at 100 msg/s
         prometheus_plugin=True,
         management_api=True,
         stats_poller="testbed.observe.stats:RabbitMQStatsPoller",
@@ -204,6 +208,7 @@ ACTIVEMQ = register(
         quorum_queues=False,
         reserved_prefix=None,
         restart_s=1.5,  # ~1-2 s
+        ack_loss_s=0.0,  # no duplicate in 3 replications of the broker-kill scenario
         prometheus_plugin=False,
         management_api=False,
         stats_poller="testbed.observe.stats:ActiveMQStatsPoller",

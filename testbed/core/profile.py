@@ -136,6 +136,12 @@ class RestartTime(MomentFit):
     samples: int = Field(1, ge=1)
     date: str = ""
     """When it was measured (ISO 8601)."""
+    ack_loss_s: float | None = Field(None, ge=0)
+    """Seconds of consumers' acks of persistent messages a kill forgets (those messages are
+    delivered again after the restart: duplicates); None: not measured, the broker kind's
+    figure applies (`testbed.core.availability.ack_loss_seconds`)."""
+    acks_forgotten: list[int] = Field(default_factory=list)
+    """Acks each measured kill forgot (at `testbed.calibration.ack_loss.RATE` msg/s)."""
 
 
 class BrokerInfo(Strict):

@@ -1,7 +1,8 @@
 """A run whose scenario kills its broker predicts the outage with this machine's measured
 restart time: in ``auto`` mode, when the cached profile has none, the run kills and restarts
 its own broker (a real ActiveMQ here) before the load, caches the figure, and goes on with the
-restarted broker (its pid changed); the prediction says which restart time it used."""
+restarted broker (its pid changed); the prediction says which restart time it used. The same
+kills count the consumers' acks each forgot (the profile's ``restart_time.ack_loss_s``)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,12 @@ def test_a_kill_scenario_measures_and_caches_the_restart_time(tmp_path: Path) ->
     restart = load_profile(cached).restart_time
     assert restart is not None and restart.samples == 2, lines
     assert any("broker restart 2/2: healthy after" in line for line in lines), lines
+    # the same kills counted the acks they forgot, under an acked persistent load of the
+    # scenario's client library (testbed.calibration.ack_loss)
+    assert len(restart.acks_forgotten) == 2 and restart.ack_loss_s is not None, lines
+    said = [line for line in lines if "before the kill forgotten" in line]
+    assert len(said) == 2, lines
+    assert restart.ack_loss_s < 0.5, restart  # a whole load's acks forgotten: nothing counted
     head = json.loads((result.run_dir / "predicted" / "summary.json").read_text())["profile"]
     assert head["restart_measured"] is True and head["restart_s"] == restart.mean
     # the run went on with the restarted broker: the load was measured, nothing confirmed lost

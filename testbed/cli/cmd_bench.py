@@ -114,6 +114,9 @@ def calibrate(
             if restart is not None:
                 say(out, f"broker restart (kill -> healthy): {restart.mean:.1f} s "
                          f"(sd {restart.sd:.1f} s, {restart.samples} kills)")  # fmt: skip
+            if restart is not None and restart.ack_loss_s is not None:
+                say(out, f"acks a kill forgets: {restart.ack_loss_s * 1000:.0f} ms of them "
+                         f"({restart.acks_forgotten} acks at 100 msg/s)")  # fmt: skip
             say(out, f"wrote {path}")
 
 

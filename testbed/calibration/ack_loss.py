@@ -4,14 +4,15 @@ A broker that makes consumers' acks of persistent messages durable lazily forget
 them when it is killed: those messages come back after the restart and the ledger counts them
 as duplicates. How many is a property of the broker and its store, not of the scenario:
 RabbitMQ forgot the acks of roughly the last 40 ms on this machine class (4 duplicates acked in
-the 22 ms before a kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s), ActiveMQ's
-KahaDB none in three replications of the broker-kill scenario. So it is measured where the
-restart time is (`testbed.calibration.restart`), on the same kill: for `LOAD_S` seconds before
-it a producer sends persistent messages at `RATE` msg/s to a durable queue and a consumer of
-the scenario's client library acks each as it arrives; after the restart the queue is drained,
-and the acked messages that come back are the forgotten acks. Their number over the ack rate is
-the window of acks a kill forgets (s), which the simulator applies to every kill
-(`emulator.sim.faults`).
+the 22 ms before a kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s), ActiveMQ's KahaDB
+none in three replications of the broker-kill scenario. So it is measured where the restart time
+is (`testbed.calibration.restart`), on the same kill: for `LOAD_S` seconds before it a producer
+sends persistent messages at `RATE` msg/s to a durable queue and waits for their confirms, as a
+PCM producer does, and a consumer of the scenario's client library acks each as it arrives
+(without confirms, two kills of RabbitMQ brought back no message at all, while the PCM
+scenario's live runs counted duplicates). After the restart the queue is drained, and the acked
+messages that come back are the forgotten acks. Their number over the ack rate is the window of
+acks a kill forgets (s), which the simulator applies to every kill (`emulator.sim.faults`).
 
 Hand-written because no library measures a broker's ack durability; it uses the broker adapters
 of the live workload, so the figure holds for the client library the runs use.
@@ -54,7 +55,9 @@ class AckLoad:
 
     def run(self, seconds: float = LOAD_S, rate: float = RATE) -> float:
         """Publish and ack for `seconds`; the ack rate of the last second (acks/s)."""
-        producer = self.adapter.producer(Destination.queue(self.queue), persistent=True)
+        producer = self.adapter.producer(
+            Destination.queue(self.queue), persistent=True, confirms=True
+        )
         consumer: Consumer = self.adapter.consumer(self.queue, prefetch=10, ack_mode="manual")
         start = time.monotonic()
         n = 0
@@ -65,6 +68,7 @@ class AckLoad:
                 for d in consumer.drain(timeout=wait):
                     d.ack()
                     self.acked[d.msg_id] = time.monotonic()
+                producer.poll_confirms(0.0)
         end = time.monotonic()
         recent = sum(1 for t in self.acked.values() if t >= end - 1.0)
         return float(recent)

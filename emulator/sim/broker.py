@@ -11,7 +11,9 @@ the level falls again (RabbitMQ memory alarm / ActiveMQ producer flow control).
 - ``AmqpBroker`` (§3c): per publisher channel, a fan-out costs ``per_destination`` for each
   extra queue; each queue is one FIFO process (Lindley recursion, service ``s_q(size)``); the
   confirm follows the last copy's acceptance plus ``persistence(size)`` for persistent messages
-  on durable queues.
+  on durable queues — or, when the profile's client path has a ``confirm`` table, the drawn
+  publish → confirm time of a persistent message, never before its last copy's acceptance
+  (``Broker._confirm``).
 - ``ThreadsBroker`` (§3a): an N1-thread FIFO *receive* stage (enqueue; the confirm follows it)
   and an N2-thread FIFO *dispatch* stage that every delivery attempt passes before it can be
   handed to a consumer (redeliveries after a visibility timeout pass it again: λ2 = λ/p, §4).
@@ -78,6 +80,11 @@ class Broker:
         self.link: Links | None = None  # hooks on the publish path (emulator.sim.links)
         self.transient = False  # some queue is transient (exists while a consumer is attached)
         self.on_unroutable: Callable[[Sender, int], None] | None = None  # hook: mandatory returns
+        self.confirm_draw: Callable[[], float] | None = None
+        """Publish → confirm of a persistent message (the client path's ``confirm`` table),
+        drawn per confirmed persistent publish; None: persistence cost + residual."""
+        self.on_written: Callable[[int, float], None] | None = None
+        """Hook: (message, when the broker had it on disk and sent its confirm)."""
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)
@@ -138,6 +145,24 @@ class Broker:
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         raise NotImplementedError
+
+    def _confirm(
+        self, sender: Sender, m: int, notify: int, written: bool, now: float, done: float,
+        acc: float,
+    ) -> None:  # fmt: skip
+        """Confirm a publish that arrived at ``now`` and was through the broker's stage at
+        ``done`` (``acc`` with the persistence cost): a persistent one on a durable queue at its
+        drawn publish → confirm time (the client path's table, which holds the write and both
+        network legs), never before ``done``; others ``d`` + residual after ``acc``."""
+        draw = self.confirm_draw
+        if written and draw is not None:
+            sent = now - 2 * self.d + draw()
+            sent = sent if sent > done else done
+        else:
+            sent = acc + self.residual()
+        if written and self.on_written is not None:
+            self.on_written(m, sent)
+        self.call_at(sent + self.d, sender.on_confirm, (m, notify))
 
     def _unroutable(self, sender: Sender, m: int, notify: int) -> None:
         self.pending -= 1  # RabbitMQ drops (and confirms) an unroutable message
@@ -210,18 +235,21 @@ class AmqpBroker(Broker):
             t = (t if t > ch else ch) + self.costs.per_destination * (n - 1)
             sender.channel_free = t
             self.pending += n - 1
-        acc = t
+        acc = routed = t
         c = self.costs
+        durable = False
         for q in queues:
             st = t if t > q.free else q.free
             r = st + c.queue_a + c.queue_b * size
             q.free = r
+            routed = r if r > routed else routed
+            durable = durable or q.durable
             rc = r + c.persist_a + c.persist_b * size if persistent and q.durable else r
             if rc > acc:
                 acc = rc
             q.enqueue(m, r)
         if notify:
-            self.call_at(acc + self.d + self.residual(), sender.on_confirm, (m, notify))
+            self._confirm(sender, m, notify, persistent and durable, now, routed, acc)
 
 
 class ThreadsBroker(Broker):
@@ -253,10 +281,9 @@ class ThreadsBroker(Broker):
         if n > 1:
             self.pending += n - 1
         if notify:
-            conf = end
-            if persistent and any(q.durable for q in queues):
-                conf += c.persist_a + c.persist_b * self.sizes[m]
-            self.call_at(conf + self.d + self.residual(), sender.on_confirm, (m, notify))
+            written = persistent and any(q.durable for q in queues)
+            acc = end + (c.persist_a + c.persist_b * self.sizes[m] if written else 0.0)
+            self._confirm(sender, m, notify, written, now, end, acc)
         self.call_at(end, self._accepted, (m, queues))
 
     def _accepted(self, ev: Any) -> None:

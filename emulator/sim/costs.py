@@ -113,6 +113,11 @@ class Costs:
             stages = 2 * self.d + float(self.receive.mean + self.dispatch.mean)
         return table.shifted(-stages)
 
+    def confirm_table(self, total_rate: float) -> QuantileTable | None:
+        """The measured publish → confirm of a persistent message (None: not measured)."""
+        cp = self.profile.client_path
+        return None if cp is None else cp.confirm_table(total_rate)
+
     def hold_table(self, total_rate: float) -> QuantileTable | None:
         """The consumer's measured hold beyond its service time (None: use ``read``)."""
         cp = self.profile.client_path

@@ -12,8 +12,9 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
   start with persistent data takes ~5–8 s; the live ``fault_end``/``broker_up`` rows are
   written when it is healthy again).
   Every connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
-  ready copies are kept only when the message is persistent *and* the queue durable (they are
-  redelivered after the restart, unacked ones as attempt n+1), transient ones are lost;
+  ready copies are kept only when the message is persistent *and* the queue durable *and* it
+  was on disk — a confirmed one once the broker sent its confirm (``Broker.on_written``) — (they
+  are redelivered after the restart, unacked ones as attempt n+1), others are lost;
   auto-acked copies a consumer held (the one in hand and its buffer) are lost with it, and
   after_receive ones whose handler had started (``ClientFaults._lose_acknowledged``);
   publishes in flight are lost, a publish waiting for its confirm stays unconfirmed. A kill
@@ -91,6 +92,8 @@ class FaultSim(ClientFaults, Link):
         self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
+        self.writes: deque[tuple[float, int]] = deque()  # (on disk at, message): recent ones
+        model.broker.on_written = self._written
         self.killed = False
         self.paused = False
         self.alarms = 0
@@ -186,6 +189,14 @@ class FaultSim(ClientFaults, Link):
         del self.awaiting[p]
         return True
 
+    def _written(self, m: int, at: float) -> None:
+        """A confirmed persistent message will be on disk (its confirm sent) at ``at``: a kill
+        before then loses it. Only writes still to come matter, so older ones are let go."""
+        w, now = self.writes, self.kernel.now
+        w.append((at, m))
+        while w and w[0][0] < now:
+            w.popleft()
+
     def _late_confirm(self, ev: Any) -> None:
         p, value = ev.value
         if self.awaiting.get(p) == value[0]:
@@ -258,6 +269,8 @@ class FaultSim(ClientFaults, Link):
         b.up = False
         recovered: dict[Queue, list[tuple[int, int]]] = {}
         forget = self.forget_acks
+        self.persistent -= {m for at, m in self.writes if at > now}  # not on disk yet: lost
+        self.writes.clear()
         for c in list(self.inflight):
             if c.queue is not None and (c.active or self.inflight[c]):
                 back = self._disconnect(c, now)

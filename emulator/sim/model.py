@@ -91,6 +91,9 @@ class Model:
         self.traffic = queue_traffic(s)
         self.total_rate = total_rate(self.loads)
         self.hold_table = self.costs.hold_table(self.total_rate)  # once: scaling adds consumers
+        confirm = self.costs.confirm_table(self.total_rate)
+        if confirm is not None and kind in ("amqp", "threads"):
+            self.broker.confirm_draw = table_sampler(confirm, self._stream("broker:confirm-path"))
         self.processes = Processes(s.workers, self.costs.client_cpu())  # Locust's CPU (§9)
         self.queues: dict[str, Queue] = {}
         self._build_queues()

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from testbed.calibration.confirm_path import confirm_points, read_sends
 from testbed.core.client_path import (
     PROTOCOL,
     ClientPath,
@@ -343,7 +344,7 @@ def measure_client_path(
     """Run the calibration scenario (up to ``ATTEMPTS`` times, rejecting busy ones)."""
     started = time.monotonic()
     rejected: list[str] = []
-    best: tuple[float, pd.DataFrame, list[float], list[ProcessUsage]] | None = None
+    best: tuple[float, pd.DataFrame, list[float], list[ProcessUsage], pd.DataFrame] | None = None
     for attempt in range(1, ATTEMPTS + 1):
         with tempfile.TemporaryDirectory(prefix="mqbed-calibration-") as tmp:
             path = Path(tmp) / "calibration.yaml"
@@ -356,25 +357,31 @@ def measure_client_path(
             foreign, steal = meter.foreign_cores(), meter.steal_cores()
             load.append(os.getloadavg()[0])
             usage = read_usage(Path(tmp) / "run")
+            sends = read_sends(Path(tmp) / "run")
         if best is None or foreign < best[0]:
-            best = (foreign, deliveries, load, usage)
+            best = (foreign, deliveries, load, usage, sends)
         if foreign <= FOREIGN_CPU_LIMIT:
             break
         rejected.append(f"attempt {attempt}: other work used {foreign:.2f} cores on average"
                         f" ({steal:.2f} of them stolen by the hypervisor)")  # fmt: skip
         progress(f"  rejected: other work used {foreign:.2f} cores (limit {FOREIGN_CPU_LIMIT})")
     assert best is not None
-    foreign, deliveries, load, usage = best
+    foreign, deliveries, load, usage, sends = best
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     paths, holds, fits = tables_from_records(deliveries, scale)
+    confirms, confirm_fits = confirm_points(
+        sends, "mqbed-cal-confirmed", SMALL, [(ph.name, ph.total) for ph in PHASES],
+        lambda t: _phase_of(t, scale), _held_out_fit,
+    )  # fmt: skip
     if not paths:
         raise RuntimeError("the calibration run recorded too few deliveries to tabulate")
     return ClientPath(
         client=client,  # type: ignore[arg-type]
         delivery=paths,
         hold=holds,
-        fit=fits,
+        confirm=confirms,
+        fit=fits + confirm_fits,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),
         protocol=PROTOCOL,

@@ -11,6 +11,8 @@ library as a real run, and keeps from its records two empirical distributions pe
   it from its handler (a follow-up). This is the whole non-queueing path — client send,
   network, broker, push to the consumer, the consumer's event loop — with its measured floor
   and tail.
+- ``confirm``: publish → confirm of a persistent message on a durable queue (its write to the
+  broker's store and the way back), from the producer that waits for each confirm.
 - ``hold``: how much longer than its service time a live consumer holds the next message
   back: the gap between the starts of two messages served back to back, minus the service
   time asked for (timer overshoot of the event loop, the callback, the ack, the record).
@@ -57,7 +59,8 @@ earlier one is measured again by the next run (`ClientPath.missing`):
    every ActiveMQ table;
 3. the CPU of a client operation split into publish, receive and ack (``ClientPath.cpu``);
 4. persistent deliveries from a producer that waits for each confirm (``PathPoint.confirms``),
-   and follow-ups published by consumers from their handlers (``PathPoint.follow_up``)."""
+   follow-ups published by consumers from their handlers (``PathPoint.follow_up``), and the
+   confirm of a persistent message (``confirm``)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
@@ -132,6 +135,10 @@ class ClientPath(Strict):
     probabilities: list[float] = Field(default_factory=lambda: list(PROBS))
     delivery: list[PathPoint]
     hold: list[HoldPoint] = Field(default_factory=list)
+    confirm: list[PathPoint] = Field(default_factory=list)
+    """Publish → confirm of persistent messages on a durable queue, from a producer that waits
+    for each confirm (per total rate; empty: not measured, the broker model's persistence
+    cost applies)."""
     fit: list[PointFit] = Field(default_factory=list)
     cpu_per_op: float | None = Field(None, ge=0)
     """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
@@ -168,6 +175,8 @@ class ClientPath(Strict):
                     "is spent, confirmed persistent deliveries, follow-ups)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
+        if not self.confirm:
+            return "the confirm table of persistent messages"
         return None
 
     def delivery_table(
@@ -206,6 +215,13 @@ class ClientPath(Strict):
             if pts:
                 return pts
         return [p for p in self.delivery if p.persistent == persistent] or self.delivery
+
+    def confirm_table(self, rate: float) -> QuantileTable | None:
+        """Publish → confirm of a persistent message at total ``rate`` msg/s (None: not
+        measured)."""
+        if not self.confirm:
+            return None
+        return _by_rate([(p.rate, p.table) for p in self.confirm], rate)
 
     def hold_table(self, rate: float) -> QuantileTable | None:
         if not self.hold:

@@ -127,7 +127,9 @@ def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     assert "confirmed" in (cp.model_copy(update={"protocol": 3}).missing() or "")
     cp = cp.model_copy(update={"protocol": PROTOCOL})
     assert "CPU per operation" in (cp.missing() or "")
-    assert cp.model_copy(update={"cpu_per_op": 0.0}).missing() is None
+    assert "confirm table" in (cp.model_copy(update={"cpu_per_op": 0.0}).missing() or "")
+    confirm = [_path(50, 200, 0.002, persistent=True, confirms=True)]
+    assert cp.model_copy(update={"cpu_per_op": 0.0, "confirm": confirm}).missing() is None
     high_only = cp.model_copy(update={"delivery": [*cp.delivery, _path(350, 200, 0.003, True)]})
     assert high_only.delivery_table(50, 200, True, 0.0).floor == pytest.approx(0.003)  # clamped
     every = high_only.model_copy(
@@ -144,6 +146,7 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert cp is not None and cp.missing() is None, (kind, client)
         assert cp.cpu_per_op and cp.cpu_per_op > 0, (kind, client)
         assert cp.cpu is not None and cp.cpu.receive > 0, (kind, client)
+        assert {p.rate for p in cp.confirm} == {ph.total for ph in PHASES}, (kind, client)
         for confirms in (False, True):
             rates = {p.rate for p in cp.delivery if p.persistent and p.confirms == confirms}
             assert rates == {ph.total for ph in PHASES}, (kind, client, confirms, rates)

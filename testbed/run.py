@@ -238,9 +238,7 @@ def _choose(
         replicate=replicate_on(endpoint, console, home),
         progress=say,
         broker_pids=[endpoint.pid] if endpoint.pid else [],
-        restart_probe=restart_probe(
-            scenario.faults, owner, endpoint.name, say, client=scenario.broker.client
-        ),
+        restart_probe=restart_probe(scenario, owner, endpoint.name, say),
     )
     if owner is not None:  # its state, not a guess from the profile, says the current pid
         endpoint = next((e for e in owner.endpoints() if e.name == endpoint.name), endpoint)

@@ -146,18 +146,15 @@ class Broker:
     ) -> None:
         raise NotImplementedError
 
-    def _confirm(
-        self, sender: Sender, m: int, notify: int, written: bool, now: float, done: float,
-        acc: float,
-    ) -> None:  # fmt: skip
+    def _confirm(self, sender: Sender, m: int, notify: int, written: bool, now: float,
+                 done: float, acc: float) -> None:  # fmt: skip
         """Confirm a publish that arrived at ``now`` and was through the broker's stage at
         ``done`` (``acc`` with the persistence cost): a persistent one on a durable queue at its
         drawn publish → confirm time (the client path's table, which holds the write and both
         network legs), never before ``done``; others ``d`` + residual after ``acc``."""
         draw = self.confirm_draw
         if written and draw is not None:
-            sent = now - 2 * self.d + draw()
-            sent = sent if sent > done else done
+            sent = max(now - 2 * self.d + draw(), done)
         else:
             sent = acc + self.residual()
         if written and self.on_written is not None:

@@ -8,8 +8,9 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   consumers that serve in zero time take messages of a small and a large size and small
   persistent messages on durable queues, from a producer that does not wait for confirms and
   from one that does, and follow-ups the small and large streams' consumers publish from their
-  handlers (``CHAINS``), one per stream at ≤ 60 msg/s so that it is idle when
-  a message arrives: their publish → start delays are the delivery tables;
+  handlers (``CHAINS``), one per stream at ≤ 60 msg/s so that it is idle when a message
+  arrives: their publish → start delays are the delivery tables (and the confirmed stream's
+  publish → confirm times the confirm table, `testbed.calibration.confirm_path`);
 - in the mid phase two consumers, in the high phase four, serve an exponential law (mean
   ``HOLD_SERVICE``) at utilisation ``HOLD_UTILISATION`` (Poisson arrivals): a consumer that is
   sometimes idle and sometimes has the next message waiting, as a scenario's consumers are. Each
@@ -44,6 +45,9 @@ rejections are named in the provenance).
 from __future__ import annotations
 
 __all__ = [
+    "CHAINS",
+    "HOLD_SERVICE",
+    "HOLD_UTILISATION",
     "PHASES",
     "CpuMeter",
     "calibration_scenario",
@@ -56,16 +60,24 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from testbed.calibration.confirm_path import confirm_points, read_sends
+from testbed.calibration.path_scenario import (
+    CHAINS,
+    HOLD_SERVICE,
+    HOLD_UTILISATION,
+    LARGE,
+    PHASES,
+    SMALL,
+    WAITING_FOR,
+    calibration_scenario,
+)
 from testbed.core.client_path import (
     PROTOCOL,
     ClientPath,
@@ -78,171 +90,9 @@ from testbed.core.quantiles import ks_to_sample, quantile_table
 from testbed.observe.foreign_load import CpuMeter
 from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, cpu_split, read_usage
 
-SMALL, LARGE = 200, 16_000
-HOLD_SERVICE = 0.008
-"""Mean service time (s, exponential) of the consumers whose client cost gives the hold table."""
-HOLD_UTILISATION = 0.6
-"""Offered load of each hold consumer: rate × (HOLD_SERVICE + ~1 ms client cost)."""
-WAITING_FOR = 0.005
-"""A message published this long (s) before an ack was waiting at the consumer when it acked."""
 FOREIGN_CPU_LIMIT = 0.5
 """Cores of CPU used by other work, on average over an attempt, above which it is rejected."""
 ATTEMPTS = 2
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    start: float
-    stop: float
-    small: float  # msg/s of each stream
-    large: float
-    persistent: float
-    confirmed: float
-    hold: float
-    hold_consumers: int = 0
-
-    @property
-    def chained(self) -> float:
-        """msg/s of follow-ups the delivery consumers publish (``CHAINS``)."""
-        return sum(getattr(self, src) * p for src, (_, p, _) in CHAINS.items())
-
-    @property
-    def total(self) -> float:
-        return (self.small + self.large + self.persistent + self.confirmed + self.hold
-                + self.chained)  # fmt: skip
-
-    @property
-    def hold_queue(self) -> str:
-        return f"hold-{self.name}"
-
-
-CHAINS = {"small": ("chained", 0.5, False), "large": ("chained-persistent", 1.0, True)}
-"""Follow-ups (queue, probability, persistent) the consumers of the small and large streams
-publish from their handlers, each to a zero-service consumer of its own: the delivery of a
-message published by a consumer that is running, not by a timer-driven producer. Measured on
-SPECjms2007 interaction 1 on RabbitMQ, such a message reached its consumer ~0.5 ms sooner (the
-ShipConf follow-up's p50 1.03 ms, predicted 1.64 ms from the producers' table): the publishing
-process and the broker's connection are already awake."""
-
-PHASES = (
-    Phase("low", 2.0, 14.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0, hold=0.0),
-    Phase(
-        "mid", 16.0, 28.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0, hold=134.0,
-        hold_consumers=2,
-    ),
-    Phase(
-        "high", 30.0, 44.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0, hold=268.0,
-        hold_consumers=4,
-    ),
-)  # fmt: skip
-"""Offered rates per phase (s, msg/s): totals 90, 224 and 418 with the chained follow-ups; a hold
-stream offers n × HOLD_UTILISATION / (8 ms + ~1 ms). The delivery streams keep one consumer each
-at ≤ 60 msg/s (busy ~6 % of the time): spreading a faster small stream over five consumers made
-ActiveMQ's deliveries slower even at 50 msg/s (p50 2.33 vs 1.93 ms), and one consumer at 182
-msg/s was busy a fifth of the time and queued. Persistent messages are measured in every phase,
-as transient ones are: measured only in the high phase, a scenario of persistent messages at 9
-msg/s (SPECjms2007 interaction 1) drew its deliveries from the 358 msg/s table, whose p90 is
-twice that of the quiet machine, and was predicted +52 % mean latency on RabbitMQ. The
-*confirmed* stream is persistent too, from a producer that waits for each confirm (a receipt on
-STOMP): the broker's persistent path with the store's acknowledgement in it. Without it a PCM
-scenario (persistent, confirmed 1 KB messages at 100 msg/s, under a broker kill) drew from the
-unconfirmed persistent table and was predicted ~0.5 ms low at every quantile on ActiveMQ (p10
-0.90 vs 1.44 ms, KS 0.32)."""
-
-
-def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str, Any]:
-    """The generated scenario (a mapping, as YAML would give); ``scale`` stretches phases."""
-    producers: list[dict[str, Any]] = []
-    for ph in PHASES:
-        streams = [
-            ("small", ph.small, SMALL, False, "poisson"),
-            ("large", ph.large, LARGE, False, "poisson"),
-            ("persistent", ph.persistent, SMALL, True, "poisson"),
-            ("confirmed", ph.confirmed, SMALL, True, "poisson"),
-            (ph.hold_queue, ph.hold, SMALL, False, "poisson"),
-        ]
-        for queue, rate, size, persistent, arrival in streams:
-            if rate <= 0:
-                continue
-            producers.append(
-                {
-                    "name": f"{ph.name}-{queue}",
-                    "queue": f"mqbed-cal-{queue}",
-                    "arrival": {"kind": arrival, "rate": f"{rate}/s"},
-                    "size": f"{size}B",
-                    "persistent": persistent,
-                    "confirms": queue == "confirmed",
-                    "start": f"{ph.start * scale}s",
-                    "stop": f"{ph.stop * scale}s",
-                }
-            )
-
-    def consumer(
-        queue: str, count: int, service: float, chain: tuple[str, float, bool] | None = None
-    ) -> dict[str, Any]:
-        law = (
-            {"kind": "exponential", "mean": f"{service * 1000:g}ms"}
-            if service > 0
-            else {"kind": "deterministic", "value": "0ms"}
-        )
-        spec: dict[str, Any] = {
-            "name": f"cal-{queue}",
-            "queue": f"mqbed-cal-{queue}",
-            "count": count,
-            "prefetch": 10,
-            "ack": "after_processing",
-            "service_time": law,
-        }
-        if chain is not None:  # a follow-up published from the handler (see CHAINS)
-            to, probability, persistent = chain
-            spec["follow_ups"] = [
-                {
-                    "message_type": to,
-                    "queue": f"mqbed-cal-{to}",
-                    "size": f"{SMALL}B",
-                    "probability": probability,
-                    "persistent": persistent,
-                }
-            ]
-        return spec
-
-    return {
-        "name": "calibration-client-path",
-        "description": "Generated by mqbed: the client path of this machine.",
-        "seed": 7,
-        "duration": f"{PHASES[-1].stop * scale + 2}s",
-        "warmup": "1s",
-        "drain_timeout": "20s",
-        "broker": {"kind": kind, "client": client},
-        "topology": {
-            "queues": [
-                {"name": "mqbed-cal-small", "durable": False},
-                {"name": "mqbed-cal-large", "durable": False},
-                {"name": "mqbed-cal-persistent", "durable": True},
-                {"name": "mqbed-cal-confirmed", "durable": True},
-                *({"name": f"mqbed-cal-{to}", "durable": True} for to, _, _ in CHAINS.values()),
-                *(
-                    {"name": f"mqbed-cal-{ph.hold_queue}", "durable": False}
-                    for ph in PHASES
-                    if ph.hold_consumers
-                ),  # fmt: skip
-            ]
-        },
-        "producers": producers,
-        "consumers": [
-            consumer("small", 1, 0.0, CHAINS["small"]),
-            consumer("large", 1, 0.0, CHAINS["large"]),
-            consumer("persistent", 1, 0.0),
-            consumer("confirmed", 1, 0.0),
-            *(consumer(to, 1, 0.0) for to, _, _ in CHAINS.values()),
-            *(
-                consumer(ph.hold_queue, ph.hold_consumers, HOLD_SERVICE)
-                for ph in PHASES
-                if ph.hold_consumers
-            ),  # fmt: skip
-        ],
-    }
 
 
 def _phase_of(t_publish: pd.Series, scale: float) -> pd.Series:
@@ -370,10 +220,8 @@ def measure_client_path(
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     paths, holds, fits = tables_from_records(deliveries, scale)
-    confirms, confirm_fits = confirm_points(
-        sends, "mqbed-cal-confirmed", SMALL, [(ph.name, ph.total) for ph in PHASES],
-        lambda t: _phase_of(t, scale), _held_out_fit,
-    )  # fmt: skip
+    phases, phase_of = [(ph.name, ph.total) for ph in PHASES], lambda t: _phase_of(t, scale)
+    confirms, fit_c = confirm_points(sends, phases, phase_of, _held_out_fit, size=SMALL)
     if not paths:
         raise RuntimeError("the calibration run recorded too few deliveries to tabulate")
     return ClientPath(
@@ -381,7 +229,7 @@ def measure_client_path(
         delivery=paths,
         hold=holds,
         confirm=confirms,
-        fit=fits + confirm_fits,
+        fit=fits + fit_c,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),
         protocol=PROTOCOL,

@@ -16,6 +16,7 @@ __all__ = ["confirm_points", "read_sends"]
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from testbed.core.client_path import PathPoint, PointFit
@@ -26,11 +27,12 @@ MIN_SAMPLE = 50
 
 def confirm_points(
     messages: pd.DataFrame,
-    queue: str,
-    size: float,
     phases: Sequence[tuple[str, float]],
     phase_of: Callable[[pd.Series], pd.Series],
-    held_out_fit: Callable[[str, object], PointFit],
+    held_out_fit: Callable[[str, np.ndarray], PointFit],
+    *,
+    size: float,
+    queue: str = "mqbed-cal-confirmed",
 ) -> tuple[list[PathPoint], list[PointFit]]:
     """The confirm points (one per phase: name, total rate) of ``queue``'s confirmed sends."""
     m = messages[(messages.queue == queue) & messages.t_confirm.notna()]

@@ -123,15 +123,15 @@ def _forgotten(
 
 
 def restart_probe(
-    faults: Sequence[Any],
+    scenario: Any,
     owner: Restartable | None,
     node: str,
     progress: Callable[[str], None] = lambda line: None,
-    client: str | None = None,
 ) -> Callable[[], RestartTime] | None:
-    """What measures a run's restart time (and, with `client`, the acks a kill forgets) on its
-    own broker, for a scenario that kills or restarts it (None otherwise, or when the broker is
-    not the run's to kill)."""
-    if owner is None or not needs_restart_time(faults):
+    """What measures a run's restart time (and the acks a kill forgets, with the scenario's
+    client library) on its own broker, for a scenario that kills or restarts it (None
+    otherwise, or when the broker is not the run's to kill)."""
+    if owner is None or not needs_restart_time(scenario.faults):
         return None
+    client = scenario.broker.client
     return lambda: measure_restart(owner, node, progress=progress, client=client)

@@ -44,10 +44,10 @@ def test_confirm_points_come_from_the_confirmed_stream_per_phase() -> None:
             rows.append(("mqbed-cal-confirmed", t, t + 0.002 + rng.uniform(0, 0.001)))
             rows.append(("mqbed-cal-small", t, None))  # not confirmed: left out
     sends = pd.DataFrame(rows, columns=["queue", "t_publish", "t_confirm"])
+    phases = [(ph.name, ph.total) for ph in PHASES]
     points, fits = confirm_points(
-        sends, "mqbed-cal-confirmed", 200, [(ph.name, ph.total) for ph in PHASES],
-        lambda t: _phase_of(t, 1.0), _held_out_fit,
-    )  # fmt: skip
+        sends, phases, lambda t: _phase_of(t, 1.0), _held_out_fit, size=200
+    )
     assert sorted(p.rate for p in points) == sorted(ph.total for ph in PHASES)
     for p in points:
         assert p.persistent and p.confirms

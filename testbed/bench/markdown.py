@@ -72,7 +72,8 @@ def _row(f: Figure, command: str) -> str:
     ratio = "–"
     if f.ratio is not None and f.anchor is not None:
         anchor = f"{number(f.anchor.value)} {f.unit}".rstrip()
-        ratio = f"{number(f.ratio)} × {f.anchor.name} ({anchor})"
+        times = f"{f.ratio:.3f}" if f.ratio < 10 else number(f.ratio)  # 1.000 vs a ±1 % target
+        ratio = f"{times} × {f.anchor.name} ({anchor})"
     cells = [f.name, target, measured, ratio, _STATUS[f.status], f"`{command}`"]
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 

@@ -101,7 +101,7 @@ def test_the_report_is_tables_of_judged_figures(
     assert text.count(HEADER) == 2 and "## workload: " in text and "## fault-proxy: " in text
     assert _row(text, "Locust worker ÷ bare pika loop (RabbitMQ)") == (
         "| Locust worker ÷ bare pika loop (RabbitMQ) | ≥ 0.8 × anchor | 20,000 msg/s "
-        f"| 0.8 × bare pika loop (25,000 msg/s) | pass | {WORKLOAD_CMD} |"
+        f"| 0.800 × bare pika loop (25,000 msg/s) | pass | {WORKLOAD_CMD} |"
     )
     stomp = _row(text, "Locust worker ÷ bare stomp.py loop (ActiveMQ)")
     assert "| 0.453 × bare stomp.py loop (56,300 msg/s) | **FAIL** |" in stomp

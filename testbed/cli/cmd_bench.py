@@ -15,7 +15,7 @@ from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_h
 from testbed.cli.cmd_run import CalibrationOpt
 from testbed.cli.output import json_output
 from testbed.core.broker_kinds import KindName
-from testbed.exceptions import AccuracyMiss
+from testbed.exceptions import AccuracyMiss, MqbedError
 
 QUICK_SCALE = 0.5
 """`calibrate --quick` stretches the client-path phases by this (~18 s of load instead of ~35)."""
@@ -118,6 +118,22 @@ def calibrate(
                 say(out, f"acks a kill forgets: {restart.ack_loss_s * 1000:.0f} ms of them "
                          f"({restart.acks_forgotten} acks at 100 msg/s)")  # fmt: skip
             say(out, f"wrote {path}")
+
+
+def _performance(
+    out_file: Path | None, quick: bool, only: list[str] | None, doc: dict[str, Any]
+) -> None:
+    """The performance suite: docs/performance.md, and its figures in the --json document
+    (``performance``); a failed benchmark fails the command once the report is written."""
+    from testbed.bench import ROOT, run_benchmarks
+
+    target = out_file or ROOT / "docs" / "performance.md"
+    perf = run_benchmarks(target, quick=quick, only=only, progress=progress)
+    doc["written"].append(str(target))
+    doc["performance"] = perf
+    progress(f"wrote {target}")
+    if perf["failed"]:
+        raise MqbedError(f"benchmark(s) failed: {', '.join(perf['failed'])}; see {target}")
 
 
 def _accuracy(
@@ -223,7 +239,7 @@ def bench(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the benchmark suites and write docs/performance.md and/or docs/accuracy.md."""
-    from testbed.bench import ROOT, run_benchmarks
+    from testbed.bench import ROOT
 
     if suite not in ("performance", "accuracy", "all"):
         raise typer.BadParameter(f"--suite {suite!r}: choose performance, accuracy or all")
@@ -232,11 +248,7 @@ def bench(
     with json_output(as_json) as doc:
         doc.update(suite=suite, written=[], misses=[])
         if suite in ("performance", "all"):
-            target = out_file or ROOT / "docs" / "performance.md"
-            perf_only = only if suite == "performance" else None
-            path = run_benchmarks(target, quick=quick, only=perf_only, progress=progress)
-            doc["written"].append(str(path))
-            progress(f"wrote {path}")
+            _performance(out_file, quick, only if suite == "performance" else None, doc)
         if suite in ("accuracy", "all"):
             options = dict(quick=quick, home=testbed_home(home), runs_dir=runs, reuse=reuse,
                            replications=replications, report_only=report_only,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["environment"]
+__all__ = ["environment", "cpu_model"]
 
 import os
 import platform
@@ -38,6 +38,18 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``; else what `platform` knows, or None)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def environment(**extra: Any) -> dict[str, Any]:
     mem = None
     try:
@@ -49,7 +61,12 @@ def environment(**extra: Any) -> dict[str, Any]:
         "mqbed": testbed.__version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "host": {"name": socket.gethostname(), "cpus": os.cpu_count(), "memory_bytes": mem},
+        "host": {
+            "name": socket.gethostname(),
+            "cpus": os.cpu_count(),
+            "cpu_model": cpu_model(),
+            "memory_bytes": mem,
+        },
         "packages": {p: _version(p) for p in _PACKAGES},
         "clock": "one host: producers, consumers and broker share the clock; one-way latency "
         "is trusted",

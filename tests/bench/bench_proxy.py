@@ -13,6 +13,10 @@ server, the sink and the clients run in this process, everything on 127.0.0.1:
    is shared; its load changes under us). A round trip crosses the proxy twice.
 2. Throughput: a bulk transfer of 256 KiB writes to a sink that counts bytes; MB/s direct and
    through a link (best of 3).
+
+Besides that human output it prints each figure as a record of `mqbed bench`'s figure protocol
+(``mqbed-figure {...}`` lines, testbed/bench/figures.py); the targets and where they come from
+are in testbed/bench/catalogue.py.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from testbed.bench.catalogue import emit  # noqa: E402
 from testbed.faults.api import ProxyClient  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -156,16 +161,21 @@ def main() -> None:
             )
         print("(a round trip crosses the proxy twice)")
         base = results["direct"]
-        for label, r in list(results.items())[1:]:
+        added = {}
+        for (label, r), suffix in zip(list(results.items())[1:], ("", "_toxic"), strict=True):
             p50 = np.percentile(r, 50) - np.percentile(base, 50)
             p99 = np.percentile(r, 99) - np.percentile(base, 99)
             print(f"added: {label.removeprefix('proxy, '):<29}{p50:8.3f}{p99:8.3f}")
+            added |= {f"added_p50{suffix}": float(p50), f"added_p99{suffix}": float(p99)}
+        for key, ms in added.items():
+            emit(f"fault-proxy.{key}", ms)
 
         print(f"\nbulk transfer of {total >> 20} MiB (MB/s, best of 3)")
         direct = max(bulk(sink_port, total) for _ in range(3))
         proxied = max(bulk(sink_link, total) for _ in range(3))
         print(f"{'direct':<36}{direct:8.0f}")
         print(f"{'through the proxy':<36}{proxied:8.0f}   ({proxied / direct:.0%} of direct)")
+        emit("fault-proxy.throughput", proxied, anchor=direct, note=f"{total >> 20} MiB transfers")
     finally:
         proc.terminate()
         proc.wait(10)

@@ -21,6 +21,9 @@ that short simulated durations carry many messages (ρ ≈ 0.6).
    an M/M/1 → M/M/1 tandem in bare SimPy, Ciw and mqbed's simulator — mean sojourn with its
    95 % interval (the three must overlap), simulated customers per wall second and the ratio
    to bare SimPy.
+
+Besides that human output it prints each figure as a record of `mqbed bench`'s figure protocol
+(``mqbed-figure {...}`` lines, testbed/bench/figures.py).
 """
 
 from __future__ import annotations
@@ -33,9 +36,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+
+def emit(key: str, value: float | None, **kw: Any) -> None:
+    """A figure record on stdout; imported here, not at the top: the fresh child processes
+    measure their own peak memory and must not carry the suite's modules."""
+    from testbed.bench.catalogue import emit as record
+
+    record(key, value, **kw)
+
 
 RATE_PER_PRODUCER = 2000.0  # 2 producers → 4,000 msg/s offered; 4 consumers × 1/0.6 ms
 
@@ -166,6 +179,15 @@ def memory_flat(quick: bool) -> None:
         f"   peak RSS {long / 60:.0f} min / {short / 60:.1f} min: ×{ratio:.2f} "
         f"(target for 1 h vs 6 min: ≤ 1.2 and < 512 MiB; {verdict})"
     )
+    note = "--quick: 6 min vs 36 s, not judged" if quick else None
+    emit("simulator.hour_rss", b["peak_rss_mib"], note=note, judged=not quick)
+    emit(
+        "simulator.hour_vs_6min",
+        b["peak_rss_mib"],
+        anchor=a["peak_rss_mib"],
+        note=note,
+        judged=not quick,
+    )
 
 
 def peers(quick: bool) -> None:
@@ -176,9 +198,9 @@ def peers(quick: bool) -> None:
     print(
         f"   {'model':<26} {'engine':<6} {'mean sojourn ms [95% CI]':>32} {'msg/s':>9} {'÷ SimPy':>8}"
     )
-    for m in (
-        QueueModel("M/M/2 (λ=160, μ=100)", 160.0, (100.0,), 2),
-        QueueModel("M/M/1→M/M/1 (60; 100, 80)", 60.0, (100.0, 80.0)),
+    for key, m in (
+        ("mm2", QueueModel("M/M/2 (λ=160, μ=100)", 160.0, (100.0,), 2)),
+        ("tandem", QueueModel("M/M/1→M/M/1 (60; 100, 80)", 60.0, (100.0, 80.0))),
     ):
         res = compare(m, horizon, reps)
         base = res["simpy"]["msg_s"]
@@ -189,6 +211,14 @@ def peers(quick: bool) -> None:
                 f"   {m.name:<26} {name:<6} {ci:>32} {r['msg_s']:>9,.0f} {r['msg_s'] / base:>8.2f}"
             )
         print(f"   {'':<26} agree (95 % intervals overlap): {'yes' if agree(res) else 'NO'}")
+        emit(f"simulator.speed_{key}", res["mqbed"]["msg_s"], anchor=base)
+        emit(f"simulator.ciw_{key}", res["ciw"]["msg_s"], anchor=base)
+        emit(
+            f"simulator.agree_{key}",
+            1e3 * res["mqbed"]["mean"],
+            anchor=1e3 * res["simpy"]["mean"],
+            ok=agree(res),
+        )
 
 
 def main() -> None:
@@ -209,6 +239,7 @@ def main() -> None:
         f"1. throughput (event loop, one core, {n:,} messages, best of 3): "
         f"{rate:,.0f} simulated msg/s   (target ≥ 50,000)"
     )
+    emit("simulator.throughput", rate)
 
     sizes = [1e4, 1e5] if args.quick else [1e4, 1e5, 1e6]
     rows = []
@@ -243,6 +274,16 @@ def main() -> None:
         f"{big['peak_rss_mib']:.0f} MiB RSS (≈{extra * 2**20:.0f} bytes per message "
         f"above a {rows[0]['peak_rss_mib']:.0f} MiB base)"
     )
+    if args.quick:
+        emit("simulator.growth", None, note="--quick skips the 1e6-message run")
+        emit("simulator.peak_rss_1e6", None, note="--quick skips the 1e6-message run")
+    else:
+        emit("simulator.growth", 1e6 * per[-1], anchor=1e6 * per[1])
+        emit(
+            "simulator.peak_rss_1e6",
+            big["peak_rss_mib"],
+            note=f"≈{extra * 2**20:.0f} B per message above the 1e4 run",
+        )
     memory_flat(args.quick)
     peers(args.quick)
 

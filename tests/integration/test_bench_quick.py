@@ -25,13 +25,24 @@ pytestmark = [
 
 def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
     out = tmp_path / "performance.md"
-    result = CliRunner().invoke(app, ["bench", "--quick", "--out", str(out)])
+    result = CliRunner().invoke(app, ["bench", "--quick", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output + (out.read_text() if out.exists() else "")
     text = out.read_text()
     for name in ("workload", "simulator", "fault-proxy", "correlation"):
-        assert f"## {name}\n" in text
-    assert text.count("exit 0,") == 4
-    assert '"bare_pika_msg_s"' in text and '"ratio"' in text
+        assert f"## {name}: " in text
+    assert text.count(", exit 0.") == 4 and "**Failed**" not in text
+    # every script printed every catalogued figure of its area (quick mode says why it left
+    # some out), and the bare loops were measured beside each Locust worker
+    assert "the script printed no figure for it" not in text
+    perf = json.loads(result.stdout)["performance"]
+    figures = {f["key"]: f for a in perf["areas"] for f in a["figures"]}
+    for client in ("pika", "kombu", "stomp"):
+        f = figures[f"workload.generator_{client}"]
+        assert f["value"] > 0 and f["anchor"]["value"] > 0 and f["ratio"] > 0, f
+    assert perf["machine"]["brokers"].keys() == {"rabbitmq", "activemq"}
+    assert figures["simulator.agree_mm2"]["status"] in ("pass", "fail")
+    assert figures["correlation.job_s@1e8"]["value"] is None  # --quick runs 1e5 only
+    assert "not among the sizes run (1e5)" in text
 
 
 def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from testbed.bench import _run_script
+from testbed.bench.runner import run_script
 
 
 def test_stuck_script_is_stopped_with_its_children_and_keeps_its_output() -> None:
@@ -19,10 +19,10 @@ def test_stuck_script_is_stopped_with_its_children_and_keeps_its_output() -> Non
         "time.sleep(300)\n"
     )
     t0 = time.monotonic()
-    output, rc = _run_script([sys.executable, "-c", script], timeout=2.0)
-    assert rc == -1 and time.monotonic() - t0 < 30
-    assert output.startswith("timed out after 2 s") and "rate_fidelity" in output
-    child = int(output.split("child ", 1)[1].split()[0])
+    ran = run_script([sys.executable, "-c", script], timeout=2.0)
+    assert ran.rc == -1 and time.monotonic() - t0 < 30
+    assert ran.stderr.startswith("timed out after 2 s") and "rate_fidelity" in ran.stderr
+    child = int(ran.stdout.split("child ", 1)[1].split()[0])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and os.path.exists(f"/proc/{child}"):
         time.sleep(0.1)  # init reaps the orphan
@@ -30,5 +30,5 @@ def test_stuck_script_is_stopped_with_its_children_and_keeps_its_output() -> Non
 
 
 def test_finished_script_gives_its_output_and_exit_code() -> None:
-    output, rc = _run_script([sys.executable, "-c", "print('figures'); raise SystemExit(3)"], 30)
-    assert rc == 3 and output.strip() == "figures"
+    ran = run_script([sys.executable, "-c", "print('figures'); raise SystemExit(3)"], 30)
+    assert ran.rc == 3 and ran.stdout.strip() == "figures" and ran.stderr == ""

@@ -167,11 +167,12 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     doc = one_document(invoke("sweep", "s.yaml", "--set", "seed=1,2", "--json"))
     assert doc["sweep_json"] == str(tmp_path / "sw" / "sweep.json")
 
-    monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: print("x") or t)
+    perf_doc = {"failed": [], "areas": []}
+    monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: print("x") or perf_doc)
     monkeypatch.setattr(testbed.accuracy, "run_accuracy", lambda t, **kw: t)
     monkeypatch.setattr(testbed.accuracy, "accuracy_misses", lambda p: ["quickstart: p95"])
     perf = one_document(invoke("bench", "--out", str(tmp_path / "p.md"), "--json"))
-    assert perf["written"] == [str(tmp_path / "p.md")]
+    assert perf["written"] == [str(tmp_path / "p.md")] and perf["performance"] == perf_doc
     result = invoke("bench", "--suite", "accuracy", "--out", str(tmp_path / "a.md"), "--json")
     assert result.exit_code == 5 and one_document(result)["misses"] == ["quickstart: p95"]
 

@@ -4,14 +4,17 @@ head-of-line hold (the live behaviour on real brokers: tests/integration/test_in
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from emulator.predict import PredictionError, predict
 from testbed.brokers.activemq_topology import ActiveMQTopology
 from testbed.brokers.base import Delivery, QueueDecl
 from testbed.brokers.rabbitmq import queue_arguments
 from testbed.control.visibility import VisibilityController
+from testbed.core.load import offered_load
 from testbed.core.scenario_loader import parse_scenario
 from testbed.core.visibility import consumer_prefetch, holds_head_of_line
 from testbed.workload.topology import declarations
@@ -185,3 +188,41 @@ def test_a_slow_consumer_of_an_in_order_queue_loses_its_lease_to_the_head() -> N
     assert heads == [d] and copies == [] and rec.rows[0][6] == "timed_out"
     assert "failed" not in rec.events[0][3]
     assert vc.settle(d) is False
+
+
+STABILITY = """
+name: io-load
+duration: 10s
+topology:
+  queues:
+    - {{name: q, visibility: {{timeout: 500ms, in_order: {in_order}}}}}
+producers:
+  - {{name: p, queue: q, arrival: {{kind: poisson, rate: 20/s}}}}
+consumers:
+  - {{name: c, queue: q, count: 2, failure_probability: 0.1, service_time: 5ms}}
+"""
+
+
+def test_an_in_order_queue_is_as_fast_as_one_consumer_blocked_by_each_failure() -> None:
+    """20/s, 5 ms service, p = 0.1, VT 500 ms: out of order two consumers are 6 % busy; in
+    order one consumer serves 20 × 5 ms and each of 20 × 0.1/0.9 failed attempts a second
+    holds the line 500 ms: ρ = 0.1 + 1.11 = 1.21, so the scenario warns that it is unstable."""
+    loose, issues = parse_scenario(STABILITY.format(in_order="false"))
+    assert loose is not None and not [i for i in issues if i.severity == "warning"]
+    assert offered_load(loose)["q"].utilisation == pytest.approx(20 / 0.9 * 0.005 / 2)
+    ordered, issues = parse_scenario(STABILITY.format(in_order="true"))
+    assert ordered is not None
+    load = offered_load(ordered)["q"]
+    assert load.hold_s == 0.5
+    assert load.utilisation == pytest.approx(20 * 0.005 + (20 / 0.9 - 20) * 0.5)
+    (warn,) = [i for i in issues if i.severity == "warning"]
+    assert "ρ = 1.21" in warn.message and "in order" in warn.message
+
+
+def test_the_closed_form_refuses_an_in_order_queue(tmp_path: Path) -> None:
+    """The §4 tandem is out of order: for an in-order queue the analytic method names the
+    assumption instead of answering for another model."""
+    s, _ = parse_scenario(STABILITY.format(in_order="true").replace("rate: 20/s", "rate: 2/s"))
+    with pytest.raises(PredictionError) as err:
+        predict(s, tmp_path, method="analytic")
+    assert err.value.assumption == "out-of-order delivery"

@@ -42,7 +42,7 @@ from testbed.core.profile import Profile
 from testbed.core.quantiles import PROBS, QuantileTable
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, PoissonArrival, Scenario
 from testbed.core.threads import stage_counts
-from testbed.core.visibility import dead_letter_probability
+from testbed.core.visibility import dead_letter_probability, holds_head_of_line
 
 
 def _refuse(assumption: str, why: str) -> PredictionError:
@@ -116,6 +116,11 @@ def _closed_writers(s: Scenario, c: Costs) -> dict[Key, float]:
 def _open_queue(s: Scenario, c: Costs, kind: str) -> dict[Key, float]:
     lam, size, qname, confirms = _offered_traffic(s)
     spec = s.queue(qname)
+    _require(
+        not holds_head_of_line(spec.visibility if spec is not None else None),
+        "out-of-order delivery",
+        f"queue {qname!r} is in order: one delivery at a time, a failed one holds the line",
+    )
     groups, svc, fail = _service_law(s, qname)
     sink = svc == 0.0
     p = 1.0 - fail

@@ -299,6 +299,8 @@ class ThreadsBroker(Broker):
         q, m, attempts = ev.value
         q.staged -= 1
         if attempts:
+            if q.in_order:
+                q.returning -= 1
             q.requeue(m, attempts, self.env.now)
         else:
             q.insert(m, self.env.now)
@@ -317,6 +319,8 @@ class ThreadsBroker(Broker):
             q.requeue(m, attempts, self.env.now, tail)
             return
         q.staged += 1
+        if q.in_order:  # nothing newer may pass it meanwhile
+            q.returning += 1
         self.call_at(self._dispatch_stage(), self._dispatched, (q, m, attempts))
 
 
@@ -349,7 +353,7 @@ class SharedLockBroker(Broker):
         if q.lock_busy:
             return
         writers = q.writers
-        reader = bool(q.ready) and bool(q.avail) and not (q.in_order and q.unacked)
+        reader = bool(q.ready) and bool(q.avail) and not (q.in_order and q.busy_line())
         if not writers and not reader:
             return
         q.lock_busy = True

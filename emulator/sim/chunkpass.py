@@ -102,8 +102,19 @@ def write_messages(rec: Recorder) -> tuple[Path, Ledger]:
         redeliveries=rec.redeliveries,
         dead_lettered=counts["dead"],
         unroutable=counts["unroutable"],
+        order_violations=rec.order.violations,
     )
     return writer.close(), ledger
+
+
+def check_order(rec: Recorder, cols: dict[str, np.ndarray]) -> None:
+    """Feed a flushed batch's acked rows, in the order they were recorded (the order their
+    acks reached the broker), to the replication's `OrderCheck`; a message's stream is its
+    producer instance and its publish sequence its number."""
+    acked = cols["outcome"] == _ACKED
+    if acked.any():
+        m = cols["msg"][acked]
+        rec.order.feed(cols["queue"][acked], rec.lookup(m, "producer"), m)
 
 
 def _count(

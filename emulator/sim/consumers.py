@@ -14,8 +14,9 @@ whether it fails), and one or two callbacks fire when the broker or the record m
   tail, VT after the handler took it up — or is dead-lettered at once if that was attempt
   ``max_deliveries`` (outcome ``timed_out``/``dead_lettered``; live:
   testbed/control/visibility.py). Without one it is nacked and requeued at once (``nacked``).
-  In-order queues keep a failed copy leased (unacked) until VT expires, so that no newer
-  message overtakes it.
+  In-order queues keep a failed copy leased (unacked) until VT after the handler took it up,
+  so that no newer message overtakes it; it is then ``timed_out`` and requeued at the head
+  (``testbed.core.visibility.holds_head_of_line``; live: one active consumer, prefetch 1).
 - ``ack: after_receive`` — the ack is sent when the handler starts; a failure loses the message.
 - ``ack: auto`` — deleted at dispatch, no credit limit; a failure loses the message.
 - A lease that expires before the ack arrives (a slow consumer) is ``timed_out``: the copy is
@@ -203,6 +204,10 @@ class Consumer:
             ack_at = done + d if ok else None
         vt = q.vt
         if vt is not None and (ack_at is None or ack_at > t_disp + vt):
+            if not ok and mode == _PROCESSING:  # in order: held at the head, leased from start
+                done = start + vt
+                call_at(done, self._expire, (q, m, attempt, start, done, _TIMED_OUT, self.epoch))
+                return
             out = _TIMED_OUT if ok else _DROPPED
             call_at(t_disp + vt, self._expire, (q, m, attempt, start, done, out, self.epoch))
             if ok and self.follow_ups:

@@ -45,7 +45,7 @@ from testbed.core.profile import Profile
 from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
-from testbed.core.visibility import dead_letter_queue
+from testbed.core.visibility import dead_letter_queue, holds_head_of_line
 
 UNROUTABLE = OUTCOME_CODES["unroutable"]
 
@@ -141,7 +141,7 @@ class Model:
             max_length=spec.max_length if spec is not None else None,
             vt=float(vis.timeout) if vis is not None else None,
             max_deliveries=vis.max_deliveries if vis is not None else 1_000_000,
-            in_order=vis.in_order if vis is not None else False,
+            in_order=holds_head_of_line(vis),
             deliver_a=a,
             deliver_b=b,
         )

@@ -14,8 +14,10 @@ choice of *which* consumer may differ from a broker that decides at ``ready_at``
 Visibility timeout (§4): a dispatched copy is leased for ``vt`` seconds from dispatch; if the
 lease expires before the ack reaches the broker the copy is visible again (requeued at the
 head, as a RabbitMQ requeue) and its next delivery is attempt n+1; after ``max_deliveries``
-attempts it is dead-lettered. ``in_order`` queues dispatch only while nothing is unacked: the
-oldest message goes first and a newer one waits for an older one still invisible (SQS FIFO).
+attempts it is dead-lettered. ``in_order`` queues dispatch only while nothing is unacked nor
+on its way back to the head (``returning``, a redelivery in the threads model's dispatch
+stage): the oldest message goes first and a newer one waits for an older one still invisible
+(SQS FIFO).
 ``max_length`` drops the oldest ready copy on overflow (RabbitMQ's default drop-head).
 """
 
@@ -74,6 +76,7 @@ class Queue:
         self.acked = 0
         self.dropped = 0
         self.staged = 0  # admitted copies still in a broker stage (threads), counted as ready
+        self.returning = 0  # in order: redeliveries still in a broker stage; the line waits
         self.lock_busy = False  # shared_lock state
         self.writers: list[Any] = []
 
@@ -125,7 +128,7 @@ class Queue:
             ready.append((ready_at, m))
             self._overflow()
             self.broker.try_lock(self)
-        elif not ready and self.avail and (not self.in_order or not self.unacked):
+        elif not ready and self.avail and (not self.in_order or not self.busy_line()):
             self._dispatch(m, ready_at, 1)
         else:
             ready.append((ready_at, m))
@@ -163,10 +166,14 @@ class Queue:
             return
         now = self.broker.env.now
         while ready and avail:
-            if self.in_order and self.unacked:
+            if self.in_order and self.busy_line():
                 return
             ready_at, m = ready.popleft()
             self._dispatch(m, ready_at if ready_at > now else now, self.attempts.pop(m, 0) + 1)
+
+    def busy_line(self) -> bool:
+        """In order: a delivery is unacked, or one is on its way back to the head."""
+        return bool(self.unacked or self.returning)
 
     def take_consumer(self) -> Consumer:
         """The next consumer in turn with credit; spends one credit."""

@@ -53,8 +53,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from emulator.sim.chunkpass import deliveries_table
+from emulator.sim.chunkpass import check_order, deliveries_table
 from emulator.sim.spool import LEDGER_ROW, ChunkFiles, PartWriter, SideFile
+from testbed.core.ordering import OrderCheck
 from testbed.core.records import DELIVERIES, MESSAGES, OUTCOMES, Ledger
 
 OUTCOME_CODES = {name: i for i, name in enumerate(OUTCOMES)}
@@ -152,6 +153,7 @@ class Recorder:
             "outcome": array("b"),
         }
         self.redeliveries = 0
+        self.order = OrderCheck()  # the ledger's order_violations (testbed.core.ordering)
         self.events: list[tuple[float, str, str, str]] = []
         self.series: list[tuple[Any, ...]] = []
         self._files: ChunkFiles | None = None
@@ -307,8 +309,8 @@ class Recorder:
         return self.files().column(k, column)[m - k * self.R]
 
     def lookup(self, msgs: np.ndarray, column: str) -> np.ndarray:
-        """Column ``flow`` or ``t_publish`` of messages ``msgs``, wherever they are."""
-        dtype: type[np.generic] = np.int32 if column == "flow" else np.float64
+        """Column ``flow``, ``producer`` or ``t_publish`` of ``msgs``, wherever they are."""
+        dtype: type[np.generic] = np.int32 if column in ("flow", "producer") else np.float64
         out = np.empty(len(msgs), dtype=dtype)
         cur = msgs >= self.cur_lo
         if cur.any():
@@ -357,6 +359,7 @@ class Recorder:
             self._dparts = PartWriter(path, "deliveries")
         self._dparts.write(table)
         self.redeliveries += int(np.count_nonzero(attempt > 1))
+        check_order(self, cols)
         self._ledger_rows(cols)
         if self.listeners:
             cols["flow"] = self.lookup(msg, "flow")

@@ -13,7 +13,6 @@ from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_faults import BrokerFault, StochasticFault
-from testbed.exceptions import ConfigurationError
 
 
 @contextmanager
@@ -27,12 +26,6 @@ def provisioned(
     its own broker and stops it afterwards.
     """
     kind = scenario.broker.kind
-    ordered = [q.name for q in scenario.topology.queues if q.visibility and q.visibility.in_order]
-    if ordered:
-        raise ConfigurationError(
-            f"queue(s) {', '.join(ordered)}: visibility.in_order is modelled by the emulator "
-            "(mqbed predict) but not enforced by live runs yet; remove it for a live run"
-        )
     if scenario.broker.backend != "local":
         from testbed.backends.factory import provision_with_backend
 

@@ -5,7 +5,9 @@ Mapping of the AMQP-shaped declarations (documented contract):
 - ``QueueDecl(q)`` -> the queue ``/queue/q`` (created by a zero-prefetch SUBSCRIBE/UNSUBSCRIBE).
   ActiveMQ queues always outlive a restart; durability is per message (``persistent:true``).
   quorum, max_length and any dead-letter target other than ``ActiveMQ.DLQ`` raise
-  `UnsupportedFeature`.
+  `UnsupportedFeature`. With ``single_active_consumer=True`` every consumer of ``q`` in this
+  process subscribes with ``activemq.exclusive: true`` (ActiveMQ's exclusive consumer: one
+  receives at a time, in order; the others stand by), so declare it where the consumer runs.
 - ``QueueDecl(q, exclusive=True)`` or ``auto_delete=True`` (a transient subscription) -> no
   broker object: consumers of ``q`` hold a non-durable subscription to the topic ``/topic/q``
   (or, when ``q`` is bound to a fanout exchange ``x``, to ``/topic/VirtualTopic.x``), and

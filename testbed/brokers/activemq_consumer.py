@@ -48,7 +48,7 @@ class StompConsumer:
         self._sub: Subscription | None = adapter.session.subscribe(
             adapter.topology.subscription(queue),
             ack="client-individual" if ack_mode == "manual" else "auto",
-            headers={"activemq.prefetchSize": str(prefetch)},
+            headers=adapter.topology.subscription_headers(queue, prefetch),
         )
 
     @property

@@ -63,6 +63,8 @@ class ActiveMQTopology:
         self.transient: dict[str, str] = {}
         """Transient queues (``exclusive``/``auto_delete``) -> the topic their subscription reads:
         the queue's own name, or the Virtual Topic of the fanout exchange it is bound to."""
+        self.single_active: set[str] = set()
+        """Queues declared ``single_active_consumer``: their consumers subscribe exclusive."""
 
     def physical(self, queue: str) -> str:
         return self._physical.get(queue, queue)
@@ -77,6 +79,8 @@ class ActiveMQTopology:
                 self._check_queue(d)
                 if d.exclusive or d.auto_delete:
                     self.transient.setdefault(d.name, _esc(d.name))
+                if d.single_active_consumer:
+                    self.single_active.add(d.name)
             elif isinstance(d, BindingDecl):
                 self._bind(d)
         return [
@@ -123,6 +127,15 @@ class ActiveMQTopology:
         bindings = self.bindings.setdefault(b.exchange, [])
         if b not in bindings:
             bindings.append(b)
+
+    def subscription_headers(self, queue: str, prefetch: int) -> dict[str, str]:
+        """A consumer's SUBSCRIBE headers: its prefetch and, on a single-active-consumer queue,
+        ``activemq.exclusive`` (the broker sends to one exclusive consumer at a time, in queue
+        order; the next takes over when it goes)."""
+        headers = {"activemq.prefetchSize": str(prefetch)}
+        if queue in self.single_active:
+            headers["activemq.exclusive"] = "true"
+        return headers
 
     def subscription(self, queue: str) -> str:
         """The STOMP destination a consumer of `queue` subscribes to."""

@@ -135,6 +135,10 @@ class QueueDecl:
     auto_delete: bool = False
     message_ttl: float | None = None
     """Seconds a message may wait before it expires (dead-lettered if `dead_letter_to`)."""
+    single_active_consumer: bool = False
+    """One consumer at a time receives, in queue order; the others stand by and the next takes
+    over when it goes (RabbitMQ ``x-single-active-consumer``; ActiveMQ: every consumer of the
+    queue subscribes exclusive, ``activemq.exclusive``)."""
 
     def __post_init__(self) -> None:
         if self.message_ttl is not None and self.message_ttl < 0:

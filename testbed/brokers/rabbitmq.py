@@ -9,7 +9,8 @@
   floats). Persistent messages use delivery_mode=2.
 - ``QueueDecl.dead_letter_to`` becomes ``x-dead-letter-exchange=""`` plus
   ``x-dead-letter-routing-key=<queue>`` (the default exchange routes to that queue);
-  ``kind="quorum"`` sets ``x-queue-type``; ``max_length`` sets ``x-max-length``.
+  ``kind="quorum"`` sets ``x-queue-type``; ``max_length`` sets ``x-max-length``;
+  ``single_active_consumer`` sets ``x-single-active-consumer``.
 - Heartbeats are off by default (``heartbeat=0``): a BlockingConnection only answers heartbeats
   while the owner calls into pika. Pass ``heartbeat=N`` for dead-peer detection and call
   `drain`/`poll_confirms` at least every N/2 s.
@@ -84,6 +85,8 @@ def queue_arguments(q: QueueDecl) -> dict[str, Any]:
         args["x-max-length"] = q.max_length
     if q.message_ttl is not None:
         args["x-message-ttl"] = int(round(q.message_ttl * 1000))
+    if q.single_active_consumer:
+        args["x-single-active-consumer"] = True
     return args
 
 

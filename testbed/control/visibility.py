@@ -26,8 +26,20 @@ A delivered message is *leased* for VT seconds from its delivery. Three things c
 
 After `max_deliveries` attempts the copy goes to the dead-letter queue (``<queue>.dlq``) instead.
 Every expiry is an ``events`` row of kind ``visibility_timeout``, stamped with the time the
-message became visible again. Ordering is out-of-order (copies go to the tail), the default of
-docs/models.md §4. The policy (which attempt dead-letters, when leases expire) is the pure
+message became visible again. By default ordering is out-of-order (copies go to the tail,
+docs/models.md §4).
+
+**In order** (``in_order: true``, `testbed.core.visibility.holds_head_of_line`; the consumer
+is the one active consumer of its queue, with prefetch 1): nothing is handed back early and no
+copy is made. A failed attempt stays unacked (`hold`), so the broker sends this consumer
+nothing newer, until its lease runs out; then, as for a slow consumer's expiry, the attempt is
+recorded ``timed_out`` and `requeue_head` puts the message back at the head of the line —
+RabbitMQ: ``nack(requeue)``, the broker returns it to its place and delivers it next; ActiveMQ
+(STOMP NACK dead-letters): the consumer keeps it unacked, still the broker's head of line, and
+serves it again itself. The message comes back with its old headers, so the attempt number of
+that redelivery is kept here (`next_attempt`).
+
+The policy (which attempt dead-letters, when leases expire) is the pure
 :class:`testbed.core.policies.LeaseBook` and the rules of :mod:`testbed.core.visibility` (also
 the queue names), shared with the simulator; this module acts on its decisions.
 """
@@ -43,11 +55,14 @@ from typing import Any
 from testbed.brokers.base import Delivery
 from testbed.core.clock import RunClock
 from testbed.core.policies import LeaseBook
+from testbed.core.policies.visibility import Lease, VisibilityAction
 from testbed.observe.recorder import Recorder
 
 Requeue = Callable[[Delivery, int, str, float], None]
 """(delivery, attempt of the copy, target queue, delay s) -> publish the copy, invisible for
 `delay` seconds; the controller then acks the original."""
+HeadRequeue = Callable[[Delivery], None]
+"""In order: give the (unacked) delivery back to the head of the line, to be delivered again."""
 
 
 class VisibilityController:
@@ -63,9 +78,14 @@ class VisibilityController:
         consumer_name: str,
         republish: Requeue,
         hold_in_process: bool = False,
+        requeue_head: HeadRequeue | None = None,
     ):
         self.book = LeaseBook(timeout, max_deliveries)
         self.hold_in_process = hold_in_process
+        self.requeue_head = requeue_head
+        """Set for an in-order queue: expired attempts go back to the head, uncopied."""
+        self._failed: set[int] = set()  # in order: held failed attempts (ids of deliveries)
+        self._next: dict[str, int] = {}  # in order: msg id -> attempt of its next delivery
         self._held: list[tuple[float, int, Delivery, int]] = []  # (release, seq, copy, attempt)
         self._seq = 0
         self.dead_letter_queue = dead_letter_queue
@@ -78,6 +98,16 @@ class VisibilityController:
     def lease(self, delivery: Delivery, attempt: int, t_deliver: float, extra: Any) -> None:
         """Start the lease of one attempt at its delivery time."""
         self.book.lease(id(delivery), delivery.msg_id, attempt, t_deliver, (delivery, extra))
+
+    def hold(self, delivery: Delivery) -> None:
+        """In order: the consumer failed this attempt; it keeps its lease (and the head of the
+        line) until the lease runs out, when `tick` records it and requeues it at the head."""
+        self._failed.add(id(delivery))
+
+    def next_attempt(self, delivery: Delivery, attempt: int) -> int:
+        """The attempt number of a delivery whose headers say `attempt`: higher when this
+        consumer gave the message back to the head of the line (in order) after an attempt."""
+        return max(attempt, self._next.pop(delivery.msg_id, 0))
 
     def holds(self, delivery: Delivery) -> bool:
         return id(delivery) in self.book._live
@@ -98,16 +128,31 @@ class VisibilityController:
 
     def connection_lost(self) -> None:
         """The connection dropped: the broker requeues every unacked delivery, so their leases
-        are void. Held copies (ActiveMQ) are still ours and go out after the reconnect."""
-        self.book = LeaseBook(self.book.timeout, self.book.max_deliveries)
+        are void. Held copies (ActiveMQ) are still ours and go out after the reconnect; held
+        failed attempts (in order) are recorded, back in the broker's hands."""
+        self._void_leases()
 
     def abandon(self) -> int:
         """The consumer crashed: forget every lease and held copy (the broker requeues the
         unacked deliveries; held copies are lost). Returns how many held copies were lost."""
         lost = len(self._held)
         self._held.clear()
-        self.book = LeaseBook(self.book.timeout, self.book.max_deliveries)
+        self._void_leases()
         return lost
+
+    def release_leases(self) -> None:
+        """A graceful stop (in order): the failed attempts still held are recorded; closing
+        the consumer gives them back to the broker, at the head of the line."""
+        self._void_leases()
+
+    def _void_leases(self) -> None:
+        now = self.clock.now()
+        for lease in list(self.book._live.values()):
+            if id(lease.payload[0]) in self._failed:
+                self._record(lease, "timed_out", now)
+                self._next[lease.msg_id] = lease.attempt + 1
+        self._failed.clear()
+        self.book = LeaseBook(self.book.timeout, self.book.max_deliveries)
 
     def release_held(self, now: float | None = None) -> int:
         """Re-send held copies whose time has come (all of them when `now` is None)."""
@@ -124,44 +169,56 @@ class VisibilityController:
         self.release_held(now)
         expired = self.book.expired(now)
         for lease, action in expired:
-            delivery, (t_deliver, latency, size) = lease.payload
-            queue = delivery.queue
-            if action == "dead_letter":
-                self.republish(delivery, lease.attempt, self.dead_letter_queue, 0.0)
-                outcome = "dead_lettered"
-            else:
-                self.republish(delivery, lease.attempt + 1, queue, 0.0)
-                outcome = "timed_out"
-            if delivery.outcome is None:
-                delivery.ack()
-            t = self.clock.now()
-            self.recorder.delivery(
-                delivery.msg_id,
-                queue,
-                self.consumer,
-                lease.attempt,
-                t_deliver,
-                t,
-                outcome,
-                delivery.redelivered or lease.attempt > 1,
-                latency,
-                size,
-            )
-            self.recorder.event(
-                t,
-                "visibility_timeout",
-                queue,
-                {
-                    "msg_id": delivery.msg_id,
-                    "attempt": lease.attempt,
-                    "action": action,
-                    "consumer": self.consumer,
-                    "leased_at": round(lease.started, 6),
-                    "late_s": round(t - lease.expires, 6),
-                },
-            )
-            self.expired_count += 1
+            self._expire(lease, action)
         return len(expired)
+
+    def _expire(self, lease: Lease, action: VisibilityAction) -> None:
+        delivery = lease.payload[0]
+        failed = id(delivery) in self._failed
+        self._failed.discard(id(delivery))
+        head = self.requeue_head is not None and action == "redeliver"
+        if action == "dead_letter":
+            self.republish(delivery, lease.attempt, self.dead_letter_queue, 0.0)
+            outcome = "dead_lettered"
+        else:
+            if not head:
+                self.republish(delivery, lease.attempt + 1, delivery.queue, 0.0)
+            outcome = "timed_out"
+        t = self.clock.now()
+        self._record(lease, outcome, t)
+        if head:
+            assert self.requeue_head is not None
+            self._next[delivery.msg_id] = lease.attempt + 1
+            self.requeue_head(delivery)
+        elif delivery.outcome is None:
+            delivery.ack()
+        detail = {
+            "msg_id": delivery.msg_id,
+            "attempt": lease.attempt,
+            "action": action,
+            "consumer": self.consumer,
+            "leased_at": round(lease.started, 6),
+            "late_s": round(t - lease.expires, 6),
+        }
+        if failed:
+            detail["failed"] = True
+        self.recorder.event(t, "visibility_timeout", delivery.queue, detail)
+        self.expired_count += 1
+
+    def _record(self, lease: Lease, outcome: str, t_done: float) -> None:
+        delivery, (t_deliver, latency, size) = lease.payload
+        self.recorder.delivery(
+            delivery.msg_id,
+            delivery.queue,
+            self.consumer,
+            lease.attempt,
+            t_deliver,
+            t_done,
+            outcome,
+            delivery.redelivered or lease.attempt > 1,
+            latency,
+            size,
+        )
 
     def fail(
         self, delivery: Delivery, attempt: int, t_deliver: float, latency: float | None, size: int

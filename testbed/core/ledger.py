@@ -23,6 +23,9 @@ simulator (`emulator.sim`, `emulator.predict`) both call it.
   was away — and returned to their ``mandatory`` producer (an ``unroutable`` row). They were
   never enqueued, so they are not `lost`. Without ``mandatory`` the broker drops them silently:
   nothing tells them apart, and they count as `lost` (docs/models.md §6).
+- **order_violations**: acked deliveries of a message after the same queue had acked a later
+  message of the same producer instance (`testbed.core.ordering`, which defines it exactly):
+  0 on an in-order queue, and the count of a queue's processing out of publish order otherwise.
 
 Joins go through one hash index over the message ids (in C) and numpy, so a million-message
 replication costs tens of MB, not a Python set of strings.
@@ -38,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from testbed.core.ordering import order_violations, publish_sequence
 from testbed.core.records import Ledger
 
 
@@ -65,7 +69,9 @@ def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
     """Ledger for one replication's `messages` and `deliveries` tables."""
     n = messages.num_rows
     outcome = deliveries["outcome"]
-    acked = deliveries.select(["msg_id", "queue"]).filter(pc.equal(outcome, "acked"))
+    acked = deliveries.select(["msg_id", "queue", "t_deliver", "t_done"]).filter(
+        pc.equal(outcome, "acked")
+    )
     acked_idx = message_index(acked["msg_id"], messages)
     delivered = _mask(n, acked_idx)
     known = acked_idx >= 0
@@ -98,6 +104,34 @@ def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
         redeliveries=int(pc.sum(pc.cast(again, pa.int64())).as_py() or 0),
         dead_lettered=int(dead.sum()),
         unroutable=int(unroutable.sum()),
+        order_violations=_order_violations(messages, acked, acked_idx, qcode),
+    )
+
+
+def _order_violations(
+    messages: pa.Table, acked: pa.Table, acked_idx: np.ndarray, qcode: np.ndarray
+) -> int:
+    """`testbed.core.ordering`'s count over the acked rows of known messages."""
+    known = acked_idx >= 0
+    if not known.any():
+        return 0
+    stream, _ = codes(messages["producer"])
+    seq = publish_sequence(_floats(messages["t_publish"]), _floats(messages["t_intended"]))
+    rows = acked_idx[known]
+    return order_violations(
+        qcode[known],
+        stream[rows],
+        seq[rows],
+        _floats(acked["t_done"])[known],
+        _floats(acked["t_deliver"])[known],
+    )
+
+
+def _floats(column: pa.ChunkedArray) -> np.ndarray:
+    """A float column as numpy, nulls as NaN."""
+    return np.asarray(
+        pc.fill_null(pc.cast(column, pa.float64()), float("nan")).to_numpy(zero_copy_only=False),
+        dtype=np.float64,
     )
 
 

@@ -1,7 +1,8 @@
 """Offered load of a scenario: each producer's long-run rate and, per queue, the arrival and
-attempt rates and the utilisation ρ. One computation for the live side (the stability check
-at load, `testbed.core.scenario_checks`), the simulator (sizing its random-number batches and
-delivery costs) and the closed forms.
+attempt rates and the utilisation ρ (of an in-order queue: of its one active consumer, held for
+the visibility timeout by each failed attempt). One computation for the live side (the
+stability check at load, `testbed.core.scenario_checks`), the simulator (sizing its
+random-number batches and delivery costs) and the closed forms.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from testbed.core.scenario import (
     StepsArrival,
     TraceArrival,
 )
+from testbed.core.visibility import holds_head_of_line
 
 
 def arrival_mean_rate(arrival: Any) -> float | None:
@@ -52,6 +54,9 @@ class QueueLoad:
     consumers: int
     mean_service: float
     utilisation: float  # attempt_rate * mean_service / consumers (inf with no consumers)
+    hold_s: float = 0.0
+    """In order: the visibility timeout each failed attempt holds the queue's one active
+    consumer for (then ρ = arrival_rate·mean_service + (attempt_rate − arrival_rate)·hold_s)."""
 
 
 def offered_load(s: Scenario) -> dict[str, QueueLoad]:
@@ -105,13 +110,18 @@ def offered_load(s: Scenario) -> dict[str, QueueLoad]:
             if cg.failure_probability > 0:
                 attempts = max(attempts, rate / (1 - cg.failure_probability))
         mean_s = work / n if n else 0.0
+        spec = s.queue(q)
+        vis = spec.visibility if spec is not None else None
+        hold = float(vis.timeout) if holds_head_of_line(vis) else 0.0  # type: ignore[union-attr]
         if rate == 0:
             rho = 0.0
         elif n == 0:
             rho = math.inf
+        elif hold:  # one consumer at a time; a failed attempt blocks the line for VT
+            rho = rate * mean_s + (attempts - rate) * hold
         else:
             rho = attempts * mean_s / n
-        out[q] = QueueLoad(q, rate, attempts, n, mean_s, rho)
+        out[q] = QueueLoad(q, rate, attempts, n, mean_s, rho, hold)
     return out
 
 

@@ -128,6 +128,7 @@ class Ledger:
     redeliveries: int = 0
     dead_lettered: int = 0
     unroutable: int = 0
+    order_violations: int = 0
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

@@ -117,6 +117,11 @@ class VisibilitySpec(Strict):
     timeout: PosDuration
     max_deliveries: int = Field(5, ge=1, le=1000)
     in_order: bool = False
+    """In-order (SQS FIFO-like) delivery: one delivery of the queue in flight at a time, and a
+    failed one holds the head of the line until its timeout runs out, then goes first. Live:
+    one active consumer (RabbitMQ x-single-active-consumer, ActiveMQ exclusive consumer; the
+    others stand by) with prefetch 1. Slower once deliveries fail; the ledger's
+    order_violations stays 0."""
     dead_letter_queue: Name | None = None
     """Where messages go after max_deliveries; default '<queue>.dlq'."""
 

@@ -291,6 +291,10 @@ def _check_stability(c: _Collector, s: Scenario) -> None:
                 detail = (
                     f"no consumer reads it at {load.arrival_rate:.4g} msg/s"
                     if load.consumers == 0
+                    else f"in order: {load.arrival_rate:.4g}/s × {load.mean_service:.4g} s "
+                    f"service + {load.attempt_rate - load.arrival_rate:.4g}/s failed attempts "
+                    f"× {load.hold_s:.4g} s holding the line, one consumer at a time"
+                    if load.hold_s
                     else f"λ = {load.attempt_rate:.4g}/s, {load.consumers} consumers × "
                     f"{1 / load.mean_service if load.mean_service else math.inf:.4g}/s"
                 )

@@ -9,7 +9,7 @@ A threshold is ``[QUEUE:] METRIC OP VALUE``:
   second); ``queue_depth`` (mean messages published and not yet settled, the report's queue
   depth); and the ledger's counts ``sent``, ``confirmed``, ``delivered``,
   ``lost``, ``duplicated``, ``unexpected``, ``recovered``, ``redeliveries``, ``dead_lettered``,
-  ``unroutable`` (plain numbers, whole run only).
+  ``unroutable``, ``order_violations`` (plain numbers, whole run only).
 - OP: ``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``.
 - QUEUE (optional, a queue name without ``:``): judge that queue's figure instead of the whole
   run's (latencies, throughput and queue depth only).
@@ -62,7 +62,8 @@ _LATENCY = {"mean": "latency_mean_s", "avg": "latency_mean_s", "p50": "latency_p
 _LEDGER = {"sent": "sent", "confirmed": "confirmed", "delivered": "delivered_unique",
            "lost": "lost", "duplicated": "duplicated", "unexpected": "unexpected",
            "recovered": "recovered", "redeliveries": "redeliveries",
-           "dead_lettered": "dead_lettered", "unroutable": "unroutable"}  # fmt: skip
+           "dead_lettered": "dead_lettered", "unroutable": "unroutable",
+           "order_violations": "order_violations"}  # fmt: skip
 METRICS: dict[str, Metric] = {
     **{name: Metric(key, "latency", "analysis") for name, key in _LATENCY.items()},
     "throughput": Metric("throughput_msg_s", "rate", "analysis"),

@@ -1,5 +1,6 @@
 """Visibility-timeout rules both sides follow (docs/models.md §4): when a failed or expired attempt
-is dead-lettered, and what the dead-letter and delay queues are called.
+is dead-lettered, what the dead-letter and delay queues are called, and what in-order delivery
+changes (`holds_head_of_line`, `consumer_prefetch`).
 
 The live consumers (`testbed.control.visibility`, through the `LeaseBook` of
 `testbed.core.policies.visibility`), the simulator (`emulator.sim.consumers`, `emulator.sim.model`)
@@ -11,11 +12,14 @@ from __future__ import annotations
 __all__ = [
     "DEAD_LETTER_SUFFIX",
     "DELAY_SUFFIX",
+    "IN_ORDER_PREFETCH",
+    "consumer_prefetch",
     "dead_letter_probability",
     "dead_letter_queue",
     "dead_letter_queue_of",
     "dead_letters",
     "delay_queue_of",
+    "holds_head_of_line",
 ]
 
 from typing import TYPE_CHECKING
@@ -28,6 +32,8 @@ DEAD_LETTER_SUFFIX = ".dlq"
 DELAY_SUFFIX = ".vt-delay"
 """RabbitMQ's holding queue of failed attempts: ``<queue>.vt-delay`` (TTL = VT, dead-letters
 back into the queue). Internal: the analysis leaves its samples out of the queue depths."""
+IN_ORDER_PREFETCH = 1
+"""How many deliveries of an in-order queue may be unacked at once, queue-wide."""
 
 
 def dead_letters(attempt: int, max_deliveries: int) -> bool:
@@ -59,3 +65,25 @@ def dead_letter_queue_of(scenario: Scenario, queue: str) -> str | None:
 def delay_queue_of(queue: str) -> str:
     """RabbitMQ's holding queue for failed attempts of `queue` (TTL = VT, dead-letters back)."""
     return f"{queue}{DELAY_SUFFIX}"
+
+
+def holds_head_of_line(visibility: VisibilitySpec | None) -> bool:
+    """In-order delivery (``in_order: true``, docs/models.md §4): at most `IN_ORDER_PREFETCH`
+    delivery of the queue is unacked at a time, and a failed attempt is not handed back: it
+    keeps its lease, and with it the head of the line, until the lease runs out, then it is
+    delivered again before any newer message (or dead-lettered after ``max_deliveries``,
+    `dead_letters`). Otherwise (out of order) a failed attempt goes back at once as a copy that
+    becomes visible VT later at the tail, and newer messages pass it.
+
+    Live: one active consumer per queue (RabbitMQ ``x-single-active-consumer``, ActiveMQ
+    exclusive consumers) with prefetch `consumer_prefetch` (`testbed.workload.consumer`,
+    `testbed.control.visibility`); simulated: the queue dispatches only while nothing is
+    unacked and the consumer keeps a failed copy leased (`emulator.sim.queues`, ``consumers``).
+    """
+    return visibility is not None and visibility.in_order
+
+
+def consumer_prefetch(prefetch: int, visibility: VisibilitySpec | None) -> int:
+    """The prefetch a live consumer asks for: the scenario's, or `IN_ORDER_PREFETCH` on an
+    in-order queue (a newer message must not wait in the consumer behind a failed one)."""
+    return IN_ORDER_PREFETCH if holds_head_of_line(visibility) else prefetch

@@ -13,6 +13,9 @@ has one; see :mod:`testbed.control.visibility`) or is handed back at once (Rabbi
 `nack(requeue)`, ActiveMQ re-enqueue: STOMP NACK would dead-letter it). Under the other modes
 the message was already acknowledged: a failure loses it (outcome ``dropped``).
 
+In order (``visibility.in_order``): prefetch 1, one active consumer per queue, and a failed
+attempt holds the head of the line until its lease runs out (`testbed.control.visibility`).
+
 Follow-up publishes (message-driven chains) go out after a successful service.
 """
 
@@ -39,7 +42,12 @@ from testbed.control.visibility import VisibilityController
 from testbed.core.broker_kinds import KINDS
 from testbed.core.clock import RunClock
 from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
-from testbed.core.visibility import dead_letter_queue, delay_queue_of
+from testbed.core.visibility import (
+    consumer_prefetch,
+    dead_letter_queue,
+    delay_queue_of,
+    holds_head_of_line,
+)
 from testbed.observe.process_cpu import SPANS, now_cpu
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
@@ -88,9 +96,12 @@ class ConsumerLoop:
         self._declare = subscription_declarations(scenario, spec.queue)
         """A transient queue lives with this consumer's connection: declared (and bound) on it
         each time the loop starts, after a crash or reconnect too (docs/models.md §6)."""
+        vis = queue.visibility if queue is not None else None
+        self._in_order = holds_head_of_line(vis)
+        self._prefetch = consumer_prefetch(spec.prefetch, vis)
+        self._again: list[Delivery] = []  # in order, ActiveMQ: unacked, to serve again
         self.visibility: VisibilityController | None = None
-        if queue is not None and queue.visibility is not None and spec.ack != "auto":
-            vis = queue.visibility
+        if vis is not None and spec.ack != "auto":
             self.visibility = VisibilityController(
                 vis.timeout,
                 vis.max_deliveries,
@@ -100,8 +111,17 @@ class ConsumerLoop:
                 instance,
                 self._republish,
                 hold_in_process=KINDS[scenario.broker.kind].visibility == "in_process",
+                requeue_head=self._requeue_head if self._in_order else None,
             )
         self._requeue_capable = adapter.capabilities.nack_requeue
+
+    def _requeue_head(self, d: Delivery) -> None:
+        """In order: `d`'s lease ran out, back to the head of the line: RabbitMQ requeues it
+        (to this consumer next); ActiveMQ cannot, so it stays unacked here, served again."""
+        if self._requeue_capable:
+            d.nack(requeue=True)
+        else:
+            self._again.append(d)
 
     # -- publishing helpers -------------------------------------------------------------------
 
@@ -179,6 +199,9 @@ class ConsumerLoop:
                     if nxt is not None:
                         timeout = max(0.0, min(timeout, nxt - self.clock.now()))
                     self.visibility.tick()
+                if self._again:
+                    self._handle(self._again.pop(0))
+                    continue
                 for d in consumer.drain(timeout):
                     self._handle(d)
                     if self.should_stop():
@@ -192,6 +215,7 @@ class ConsumerLoop:
         else:
             if self.visibility is not None:
                 self.visibility.release_held()  # copies held for their VT go back now
+                self.visibility.release_leases()  # in order: held attempts go back on close
             try:  # graceful stop
                 consumer.close()  # unacked deliveries go back to the broker
             except self.adapter.connection_errors:  # type: ignore[misc]
@@ -211,7 +235,7 @@ class ConsumerLoop:
             try:
                 return self.adapter.consumer(
                     self.spec.queue,
-                    prefetch=self.spec.prefetch,
+                    prefetch=self._prefetch,
                     ack_mode=ack_mode,
                     declare=self._declare,
                 )
@@ -225,6 +249,7 @@ class ConsumerLoop:
         ``crashed``: its processing never completed), leases are void, held copies are kept."""
         now = self.clock.now()
         self._drop_in_hand(now)
+        self._again.clear()  # unacked: the broker requeues them
         if self.visibility is not None:
             self.visibility.connection_lost()
         self._producers = {}
@@ -252,6 +277,7 @@ class ConsumerLoop:
         """Abrupt end: nothing is acked or released; the broker requeues what was unacked."""
         now = self.clock.now()
         self._drop_in_hand(now)
+        self._again.clear()
         lost = self.visibility.abandon() if self.visibility is not None else 0
         self.recorder.event(now, "consumer_crashed", self.name, {"held_copies_lost": lost})
         self._producers = {}
@@ -282,6 +308,8 @@ class ConsumerLoop:
             attempt = int(d.headers.get(HDR_ATTEMPT, 1))
         except (TypeError, ValueError):
             attempt = 1
+        if self._in_order and self.visibility is not None:
+            attempt = self.visibility.next_attempt(d, attempt)
         redelivered = bool(d.redelivered) or attempt > 1
         msg_type = str(d.headers.get(HDR_TYPE, ""))
         size = len(d.body)
@@ -351,7 +379,10 @@ class ConsumerLoop:
             )
             return
         if self.visibility is not None:
-            self.visibility.fail(d, attempt, t_deliver, latency, size)
+            if self._in_order:
+                self.visibility.hold(d)  # unacked, leased: the head of the line waits
+            else:
+                self.visibility.fail(d, attempt, t_deliver, latency, size)
             return
         if self._requeue_capable:
             d.nack(requeue=True)

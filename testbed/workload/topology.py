@@ -15,7 +15,7 @@ import time
 from testbed.brokers.base import BindingDecl, BrokerAdapter, Declaration, ExchangeDecl, QueueDecl
 from testbed.core.broker_kinds import KINDS
 from testbed.core.scenario import Scenario
-from testbed.core.visibility import dead_letter_queue_of, delay_queue_of
+from testbed.core.visibility import dead_letter_queue_of, delay_queue_of, holds_head_of_line
 
 
 def declarations(scenario: Scenario) -> list[Declaration]:
@@ -24,7 +24,9 @@ def declarations(scenario: Scenario) -> list[Declaration]:
     Queues with a visibility timeout get their dead-letter queue (``<queue>.dlq`` unless named)
     and, where the broker kind runs visibility timeouts in delay queues (RabbitMQ), a delay
     queue ``<queue>.vt-delay`` whose messages expire after the timeout back into the queue (see
-    :mod:`testbed.control.visibility`).
+    :mod:`testbed.control.visibility`). An in-order queue (``visibility.in_order``) has one
+    active consumer at a time (``single_active_consumer``) and no delay queue: a failed attempt
+    holds the head of the line instead (`testbed.core.visibility.holds_head_of_line`).
     Load-balanced aliases declare every member queue (``<alias>.<i>``, up to ``max_queues``)
     and the alias as a direct exchange binding each member under its own name: producers pick
     the member per message by the forwarding ratios (:mod:`testbed.workload.scaling`).
@@ -48,7 +50,8 @@ def declarations(scenario: Scenario) -> list[Declaration]:
         if dlq and dlq not in declared and scenario.queue(dlq) is None:
             out.append(QueueDecl(dlq, durable=q.durable))
             declared.add(dlq)
-        if q.visibility is not None and delay_queues:
+        in_order = holds_head_of_line(q.visibility)
+        if q.visibility is not None and delay_queues and not in_order:
             out.append(
                 QueueDecl(
                     delay_queue_of(q.name),
@@ -57,7 +60,15 @@ def declarations(scenario: Scenario) -> list[Declaration]:
                     message_ttl=q.visibility.timeout,
                 )
             )
-        out.append(QueueDecl(q.name, durable=q.durable, kind=q.type, max_length=q.max_length))
+        out.append(
+            QueueDecl(
+                q.name,
+                durable=q.durable,
+                kind=q.type,
+                max_length=q.max_length,
+                single_active_consumer=in_order,
+            )
+        )
         declared.add(q.name)
         for b in q.bindings:
             out.append(BindingDecl(b.exchange, q.name, b.key))

@@ -36,6 +36,10 @@ def test_parse_reads_units_queue_and_operator() -> None:
     assert parse_threshold("unroutable < 500").spec.key == "unroutable"
     ok = evaluate([parse_threshold("unroutable < 500")], measured_figures({}, {"unroutable": 312}))
     assert [(r.ok, r.measured) for r in ok] == [(True, 312.0)]
+    ordered = evaluate(
+        [parse_threshold("order_violations == 0")], measured_figures({}, {"order_violations": 3})
+    )
+    assert [(r.ok, r.measured) for r in ordered] == [(False, 3.0)]  # an in-order SLO missed
 
 
 @pytest.mark.parametrize(

@@ -80,11 +80,8 @@ class Broker:
         self.link: Links | None = None  # hooks on the publish path (emulator.sim.links)
         self.transient = False  # some queue is transient (exists while a consumer is attached)
         self.on_unroutable: Callable[[Sender, int], None] | None = None  # hook: mandatory returns
-        self.confirm_draw: Callable[[], float] | None = None
-        """Publish → confirm of a persistent message (the client path's ``confirm`` table),
-        drawn per confirmed persistent publish; None: persistence cost + residual."""
-        self.on_written: Callable[[int, float], None] | None = None
-        """Hook: (message, when the broker had it on disk and sent its confirm)."""
+        self.confirm_draw: Callable[[], float] | None = None  # publish → confirm, persistent
+        self.on_written: Callable[[int, float], None] | None = None  # hook: (m, on disk at)
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)

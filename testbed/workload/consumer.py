@@ -103,16 +103,11 @@ class ConsumerLoop:
         self.visibility: VisibilityController | None = None
         if vis is not None and spec.ack != "auto":
             self.visibility = VisibilityController(
-                vis.timeout,
-                vis.max_deliveries,
-                dead_letter_queue(spec.queue, vis),
-                clock,
-                recorder,
-                instance,
-                self._republish,
+                vis.timeout, vis.max_deliveries, dead_letter_queue(spec.queue, vis), clock,
+                recorder, instance, self._republish,
                 hold_in_process=KINDS[scenario.broker.kind].visibility == "in_process",
                 requeue_head=self._requeue_head if self._in_order else None,
-            )
+            )  # fmt: skip
         self._requeue_capable = adapter.capabilities.nack_requeue
 
     def _requeue_head(self, d: Delivery) -> None:
@@ -126,8 +121,7 @@ class ConsumerLoop:
     # -- publishing helpers -------------------------------------------------------------------
 
     def _producer(self, dest: Destination, persistent: bool | None = None) -> Producer:
-        """A producer on `dest`, persistent as asked (None: as this consumer's queue is durable,
-        for the copies `_republish` puts back)."""
+        """A producer on `dest`, persistent as asked (None: as this consumer's queue)."""
         persistent = self._durable if persistent is None else persistent
         key = f"{dest.kind}:{dest.name}:{int(persistent)}"
         p = self._producers.get(key)

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from rich.console import Console
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
-from testbed.run import run_scenario
+from tests.integration.live import run_quietly
 
 pytestmark = pytest.mark.integration
 
@@ -55,15 +54,7 @@ autoscaling:
 def test_scale_up_drain_scale_down_loses_nothing(
     tmp_path: Path, local_backend: LocalBackend, broker: BrokerEndpoint
 ) -> None:
-    f = tmp_path / "scenario.yaml"
-    f.write_text(SCENARIO.format(kind=broker.kind))
-    run_dir = run_scenario(
-        f,
-        home=local_backend.home,
-        out_dir=tmp_path / "runs",
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-    ).run_dir
+    run_dir = run_quietly(SCENARIO.format(kind=broker.kind), tmp_path, local_backend.home)
     measured = run_dir / "measured"
     events = pq.read_table(measured / "events.parquet").to_pylist()
     scale = [(e["t"], json.loads(e["detail"])) for e in events if e["kind"] == "scale"]
@@ -138,15 +129,7 @@ autoscaling:
 def test_elastic_queues_add_and_remove_members_losing_nothing(
     tmp_path: Path, local_backend: LocalBackend, broker: BrokerEndpoint
 ) -> None:
-    f = tmp_path / "scenario.yaml"
-    f.write_text(ELASTIC.format(kind=broker.kind))
-    run_dir = run_scenario(
-        f,
-        home=local_backend.home,
-        out_dir=tmp_path / "runs",
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-    ).run_dir
+    run_dir = run_quietly(ELASTIC.format(kind=broker.kind), tmp_path, local_backend.home)
     measured = run_dir / "measured"
     events = pq.read_table(measured / "events.parquet").to_pylist()
     scale = [(e["t"], json.loads(e["detail"])) for e in events if e["kind"] == "scale"]

@@ -22,8 +22,8 @@ from rich.console import Console
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.compare import compare_runs
-from testbed.run import run_scenario
 from tests.analysis.conftest import spark  # noqa: F401 - the session's Spark, see above
+from tests.integration.live import run_quietly
 from tests.integration.quiet import wait_until_quiet
 
 # Two seeds must show nothing significant: a comparison of live latencies measures foreign load
@@ -50,16 +50,8 @@ consumers:
 
 
 def live(tmp_path: Path, home: Path, label: str, prefetch: int, seed: int, reps: int) -> Path:
-    f = tmp_path / f"{label}.yaml"
-    f.write_text(SCENARIO.format(prefetch=prefetch, seed=seed, reps=reps))
-    result = run_scenario(
-        f,
-        home=home,
-        out_dir=tmp_path / label,
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-    )
-    return result.run_dir
+    text = SCENARIO.format(prefetch=prefetch, seed=seed, reps=reps)
+    return run_quietly(text, tmp_path, home, name=f"{label}.yaml", out=label)
 
 
 @pytest.mark.usefixtures("spark")

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from rich.console import Console
 
 from testbed.backends.local import LocalBackend
-from testbed.run import run_scenario
+from tests.integration.live import run_quietly
 
 pytestmark = pytest.mark.integration
 LIBRARY = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"
@@ -29,15 +28,7 @@ def test_broker_kill_under_pcm_and_latency_toxic(
         .replace("at: 20s, duration: 3s", "at: 2s, duration: 0.5s")
         .replace("at: 40s, duration: 10s", "at: 24s, duration: 4s")
     )
-    f = tmp_path / "s.yaml"
-    f.write_text(text)
-    run_dir = run_scenario(
-        f,
-        home=local_backend.home,
-        out_dir=tmp_path / "runs",
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-    ).run_dir
+    run_dir = run_quietly(text, tmp_path, local_backend.home)
     m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
     d = pq.read_table(run_dir / "measured" / "deliveries.parquet").to_pandas()
     e = pq.read_table(run_dir / "measured" / "events.parquet").to_pandas()

@@ -23,12 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from rich.console import Console
 
 from testbed.backends.local import LocalBackend
-from testbed.brokers import BrokerAdapter, Consumer, Delivery, QueueDecl, make_adapter
+from testbed.brokers import BrokerAdapter, Consumer, Delivery, QueueDecl
 from testbed.core.ledger import compute_ledger
-from testbed.run import run_scenario
+from tests.integration.live import adapters, run_quietly
 
 pytestmark = pytest.mark.integration
 
@@ -41,21 +40,7 @@ FLAVOURS = {
 
 @pytest.fixture(params=list(FLAVOURS))
 def make(request: pytest.FixtureRequest) -> Iterator[Callable[[], BrokerAdapter]]:
-    kind, client = FLAVOURS[str(request.param)]
-    made: list[BrokerAdapter] = []
-
-    def factory() -> BrokerAdapter:
-        adapter = make_adapter(request.getfixturevalue(kind), client)
-        adapter.connect()
-        made.append(adapter)
-        return adapter
-
-    yield factory
-    for adapter in made:
-        try:
-            adapter.close()
-        except Exception:  # closed by the test already
-            pass
+    yield from adapters(request, *FLAVOURS[str(request.param)])
 
 
 def _take(c: Consumer, seconds: float = 1.0) -> list[Delivery]:
@@ -166,15 +151,8 @@ def test_in_order_queue_keeps_order_under_failures_and_is_slower(
     request.getfixturevalue(kind)  # the session broker
     tag = uuid.uuid4().hex[:6]  # fresh names: an earlier run's queue has other arguments
     ordered, loose = f"ordered.{tag}", f"loose.{tag}"
-    f = tmp_path / "s.yaml"
-    f.write_text(SCENARIO.format(kind=kind, ordered=ordered, loose=loose))
-    run_dir = run_scenario(
-        f,
-        home=local_backend.home,
-        out_dir=tmp_path / "runs",
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-    ).run_dir
+    text = SCENARIO.format(kind=kind, ordered=ordered, loose=loose)
+    run_dir = run_quietly(text, tmp_path, local_backend.home)
     m = pq.read_table(run_dir / "measured" / "messages.parquet")
     d = pq.read_table(run_dir / "measured" / "deliveries.parquet")
     ledger = json.loads((run_dir / "measured" / "ledger.json").read_text())

@@ -26,6 +26,7 @@ from testbed.core.scenario_units import RESOLVED_HEADER
 from testbed.observe.process_cpu import read_usage
 from testbed.observe.stats import make_stats_poller
 from testbed.run import run_scenario
+from tests.integration.live import run_quietly
 
 pytestmark = pytest.mark.integration
 
@@ -39,17 +40,7 @@ def broker(request: pytest.FixtureRequest) -> BrokerEndpoint:
 
 
 def live(tmp_path: Path, home: Path, text: str, **kwargs: object) -> Path:
-    f = tmp_path / "scenario.yaml"
-    f.write_text(text)
-    result = run_scenario(
-        f,
-        home=home,
-        out_dir=tmp_path / "runs",
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-        **kwargs,
-    )  # type: ignore[arg-type]
-    return result.run_dir
+    return run_quietly(text, tmp_path, home, name="scenario.yaml", **kwargs)
 
 
 def tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, int]]:

@@ -14,22 +14,19 @@ a live run checks the ledger through the whole pipeline.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
-from rich.console import Console
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.brokers import BrokerAdapter, Consumer, Producer, QueueDecl, make_adapter
 from testbed.brokers.common import shut_socket
 from testbed.brokers.kombu_rabbitmq import KombuRabbitMQAdapter
-from testbed.run import run_scenario
+from tests.integration.live import adapters, measured, run_quietly
 
 pytestmark = pytest.mark.integration
 
@@ -51,21 +48,7 @@ def flavour(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def make(flavour: str, request: pytest.FixtureRequest) -> Iterator[Callable[[], BrokerAdapter]]:
-    kind, client = FLAVOURS[flavour]
-    made: list[BrokerAdapter] = []
-
-    def factory() -> BrokerAdapter:
-        adapter = make_adapter(request.getfixturevalue(kind), client)
-        adapter.connect()
-        made.append(adapter)
-        return adapter
-
-    yield factory
-    for adapter in made:
-        try:
-            adapter.close()
-        except Exception:  # an aborted adapter: its connection is gone already
-            pass
+    yield from adapters(request, *FLAVOURS[flavour])
 
 
 def paced(p: Producer, prefix: str, seconds: float, returned: set[str]) -> list[str]:
@@ -197,19 +180,8 @@ def test_a_consumer_outage_drops_what_is_published_meanwhile(
     reported: the same messages are simply never delivered (counted ``lost``)."""
     request.getfixturevalue(kind)  # the session broker
     mandatory = kind == "rabbitmq"
-    f = tmp_path / "s.yaml"
-    f.write_text(SCENARIO.format(kind=kind, client=client, mandatory=str(mandatory).lower()))
-    run_dir = run_scenario(
-        f,
-        home=local_backend.home,
-        out_dir=tmp_path / "runs",
-        predict=False,
-        console=Console(stderr=True, quiet=True),
-    ).run_dir
-    m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
-    d = pq.read_table(run_dir / "measured" / "deliveries.parquet").to_pandas()
-    e = pq.read_table(run_dir / "measured" / "events.parquet").to_pandas()
-    ledger = json.loads((run_dir / "measured" / "ledger.json").read_text())
+    text = SCENARIO.format(kind=kind, client=client, mandatory=str(mandatory).lower())
+    m, d, e, ledger = measured(run_quietly(text, tmp_path, local_backend.home))
 
     crash = e[(e.kind == "fault_start")].t.iloc[0]
     subs = sorted(e[e.kind == "subscribed"].t)

@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from testbed.calibration.confirm_path import confirm_points, read_sends
+from testbed.calibration.confirm_path import MIN_SAMPLE, confirm_points, read_sends
 from testbed.calibration.path_scenario import (
     CHAINS,
     HOLD_SERVICE,
@@ -77,6 +77,7 @@ from testbed.calibration.path_scenario import (
     SMALL,
     WAITING_FOR,
     calibration_scenario,
+    phase_of,
 )
 from testbed.core.client_path import (
     PROTOCOL,
@@ -86,7 +87,7 @@ from testbed.core.client_path import (
     PointFit,
     Provenance,
 )
-from testbed.core.quantiles import ks_to_sample, quantile_table
+from testbed.core.quantiles import quantile_table
 from testbed.observe.foreign_load import CpuMeter
 from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, cpu_split, read_usage
 
@@ -95,22 +96,13 @@ FOREIGN_CPU_LIMIT = 0.5
 ATTEMPTS = 2
 
 
-def _phase_of(t_publish: pd.Series, scale: float) -> pd.Series:
-    """Phase name of each publish time, trimming one second at each phase's start."""
-    out = pd.Series([None] * len(t_publish), index=t_publish.index, dtype=object)
-    for ph in PHASES:
-        inside = (t_publish >= (ph.start + 1) * scale) & (t_publish < ph.stop * scale)
-        out[inside] = ph.name
-    return out
-
-
 def tables_from_records(
     deliveries: pd.DataFrame, scale: float = 1.0
 ) -> tuple[list[PathPoint], list[HoldPoint], list[PointFit]]:
     """The delivery and hold points of one calibration run's ``deliveries`` table."""
     d = deliveries[(deliveries.outcome == "acked") & deliveries.latency_s.notna()].copy()
     d["t_publish"] = d.t_deliver - d.latency_s
-    d["phase"] = _phase_of(d.t_publish, scale)
+    d["phase"] = phase_of(d.t_publish, scale)
     rates = {ph.name: ph.total for ph in PHASES}
     paths: list[PathPoint] = []
     holds: list[HoldPoint] = []
@@ -119,17 +111,17 @@ def tables_from_records(
         stream = str(queue).removeprefix("mqbed-cal-")
         if stream.startswith("hold"):
             sample = _hold_sample(g)
-            if len(sample) < 50:
+            if len(sample) < MIN_SAMPLE:
                 continue
             table = quantile_table(sample)
             holds.append(HoldPoint(rate=rates[phase], service=HOLD_SERVICE, table=table))
         else:
             sample = g.latency_s.to_numpy(dtype=float)
-            if len(sample) < 50:
+            if len(sample) < MIN_SAMPLE:
                 continue
             paths.append(_path_point(stream, rates[phase], sample))
         kind = "hold" if stream.startswith("hold") else "delivery"
-        fits.append(_held_out_fit(f"{kind}/{phase}/{stream}", sample))
+        fits.append(PointFit.held_out(f"{kind}/{phase}/{stream}", sample))
     return paths, holds, fits
 
 
@@ -164,15 +156,6 @@ def _hold_sample(g: pd.DataFrame) -> np.ndarray:
     gaps = np.concatenate(after)
     shift = float(np.median(gaps)) if len(gaps) else 0.0
     return np.maximum(np.concatenate(own) + max(shift, 0.0), 0.0)
-
-
-def _held_out_fit(point: str, sample: np.ndarray) -> PointFit:
-    """KS distance of a table built on every other message to the other half (out of sample)."""
-    if len(sample) < 4:
-        return PointFit(point=point, n=len(sample), ks=float("nan"))
-    return PointFit(
-        point=point, n=len(sample), ks=ks_to_sample(quantile_table(sample[::2]), sample[1::2])
-    )
 
 
 Replicate = Callable[[Path, Path], pd.DataFrame]
@@ -220,8 +203,7 @@ def measure_client_path(
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     paths, holds, fits = tables_from_records(deliveries, scale)
-    phases, phase_of = [(ph.name, ph.total) for ph in PHASES], lambda t: _phase_of(t, scale)
-    confirms, fit_c = confirm_points(sends, phases, phase_of, _held_out_fit, size=SMALL)
+    confirms, fit_c = confirm_points(sends, scale)
     if not paths:
         raise RuntimeError("the calibration run recorded too few deliveries to tabulate")
     return ClientPath(

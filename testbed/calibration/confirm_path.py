@@ -11,45 +11,38 @@ it says when the broker had the message on disk — what a kill keeps (docs/mode
 
 from __future__ import annotations
 
-__all__ = ["confirm_points", "read_sends"]
+__all__ = ["MIN_SAMPLE", "confirm_points", "read_sends"]
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from testbed.calibration.path_scenario import PHASES, SMALL, phase_of
 from testbed.core.client_path import PathPoint, PointFit
 from testbed.core.quantiles import quantile_table
 
 MIN_SAMPLE = 50
+"""Fewest values a stored table is built from (a point with fewer is left out)."""
 
 
 def confirm_points(
-    messages: pd.DataFrame,
-    phases: Sequence[tuple[str, float]],
-    phase_of: Callable[[pd.Series], pd.Series],
-    held_out_fit: Callable[[str, np.ndarray], PointFit],
-    *,
-    size: float,
-    queue: str = "mqbed-cal-confirmed",
+    messages: pd.DataFrame, scale: float, queue: str = "mqbed-cal-confirmed"
 ) -> tuple[list[PathPoint], list[PointFit]]:
-    """The confirm points (one per phase: name, total rate) of ``queue``'s confirmed sends."""
+    """The confirm points (one per load phase) of ``queue``'s confirmed sends."""
     m = messages[(messages.queue == queue) & messages.t_confirm.notna()]
     m = m[m.t_publish.notna()]
-    phase = phase_of(m.t_publish)
-    rates = dict(phases)
+    rates = {ph.name: ph.total for ph in PHASES}
     points: list[PathPoint] = []
     fits: list[PointFit] = []
-    for name, g in m.groupby(phase):
+    for name, g in m.groupby(phase_of(m.t_publish, scale)):
         sample = (g.t_confirm - g.t_publish).to_numpy(dtype=float)
         if len(sample) < MIN_SAMPLE or name not in rates:
             continue
         table = quantile_table(sample)
         points.append(
-            PathPoint(rate=rates[name], size=size, persistent=True, confirms=True, table=table)
+            PathPoint(rate=rates[name], size=SMALL, persistent=True, confirms=True, table=table)
         )
-        fits.append(held_out_fit(f"confirm/{name}/confirmed", sample))
+        fits.append(PointFit.held_out(f"confirm/{name}/confirmed", sample))
     return points, fits
 
 

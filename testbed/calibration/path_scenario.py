@@ -16,10 +16,13 @@ __all__ = [
     "WAITING_FOR",
     "Phase",
     "calibration_scenario",
+    "phase_of",
 ]
 
 from dataclasses import dataclass
 from typing import Any
+
+import pandas as pd
 
 SMALL, LARGE = 200, 16_000
 HOLD_SERVICE = 0.008
@@ -189,3 +192,12 @@ def _consumer(
             }
         ]
     return spec
+
+
+def phase_of(t_publish: pd.Series, scale: float) -> pd.Series:
+    """Phase name of each publish time, trimming one second at each phase's start."""
+    out = pd.Series([None] * len(t_publish), index=t_publish.index, dtype=object)
+    for ph in PHASES:
+        inside = (t_publish >= (ph.start + 1) * scale) & (t_publish < ph.stop * scale)
+        out[inside] = ph.name
+    return out

@@ -42,9 +42,10 @@ __all__ = [
 import math
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, field_validator
 
-from testbed.core.quantiles import PROBS, QuantileTable, mix
+from testbed.core.quantiles import PROBS, QuantileTable, ks_to_sample, mix, quantile_table
 from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
@@ -102,6 +103,15 @@ class PointFit(Strict):
     point: str
     n: int
     ks: float
+
+    @classmethod
+    def held_out(cls, point: str, sample: np.ndarray) -> PointFit:
+        """KS distance of a table built on every other value to the other half (out of
+        sample)."""
+        if len(sample) < 4:
+            return cls(point=point, n=len(sample), ks=float("nan"))
+        ks = ks_to_sample(quantile_table(sample[::2]), sample[1::2])
+        return cls(point=point, n=len(sample), ks=ks)
 
 
 class Provenance(Strict):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from emulator.sim.model import Model
-from testbed.calibration.client_path import PHASES, _held_out_fit, _phase_of
+from testbed.calibration.client_path import PHASES
 from testbed.calibration.confirm_path import confirm_points
 from testbed.core.client_path import ClientPath, PathPoint, Provenance
 from testbed.core.profile import Profile
@@ -44,10 +44,7 @@ def test_confirm_points_come_from_the_confirmed_stream_per_phase() -> None:
             rows.append(("mqbed-cal-confirmed", t, t + 0.002 + rng.uniform(0, 0.001)))
             rows.append(("mqbed-cal-small", t, None))  # not confirmed: left out
     sends = pd.DataFrame(rows, columns=["queue", "t_publish", "t_confirm"])
-    phases = [(ph.name, ph.total) for ph in PHASES]
-    points, fits = confirm_points(
-        sends, phases, lambda t: _phase_of(t, 1.0), _held_out_fit, size=200
-    )
+    points, fits = confirm_points(sends, 1.0)
     assert sorted(p.rate for p in points) == sorted(ph.total for ph in PHASES)
     for p in points:
         assert p.persistent and p.confirms

@@ -10,17 +10,23 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
 - **broker_kill / broker_restart** (and stochastic ``kill``): the broker is down from ``at``
   until ``at + duration + restart_seconds(kind)`` (``testbed.core.availability``: a RabbitMQ
   start with persistent data takes ~5–8 s; the live ``fault_end``/``broker_up`` rows are
-  written when it is healthy again).
-  Every connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
+  written when it is healthy again). At the signal the broker stops (no routing, dispatch or
+  confirm) and what was not on disk is gone; a kill's connections close only ``teardown_s``
+  later (``kill_teardown_seconds``: the process exits after tearing down its memory), and
+  until then producers publish into the void (publish time, never confirmed) and consumers
+  serve what they hold, their acks lost (redelivered: duplicates). A graceful restart closes
+  them at once. When they close, every
+  connection drops: a consumer's delivery in hand is recorded ``crashed``; unacked and
   ready copies are kept only when the message is persistent *and* the queue durable *and* it
   was on disk — a confirmed one once the broker sent its confirm (``Broker.on_written``) — (they
   are redelivered after the restart, unacked ones as attempt n+1), others are lost;
   auto-acked copies a consumer held (the one in hand and its buffer) are lost with it, and
   after_receive ones whose handler had started (``ClientFaults._lose_acknowledged``);
-  publishes in flight are lost, a publish waiting for its confirm stays unconfirmed. A kill
+  a publish waiting for its confirm stays unconfirmed. A kill
   also forgets the acks of persistent copies received in the last ``ack_sync`` seconds
-  (redelivered: duplicates): the profile's measured ``restart_time.ack_loss_s``, else the
-  broker kind's figure (``testbed.core.availability.ack_loss_seconds``).
+  before the signal (redelivered: duplicates): the profile's measured
+  ``restart_time.ack_loss_s``, else the broker kind's figure
+  (``testbed.core.availability.ack_loss_seconds``).
   Clients reconnect with the live bounded backoff (0.1 s doubling to 2 s); sends an open-loop
   producer had due before it reconnected are ``messages`` rows without publish time (sent,
   never confirmed).
@@ -67,7 +73,7 @@ from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.links import Link
 from emulator.sim.producers import Producer
-from testbed.core.availability import ack_loss_seconds, restart_seconds
+from testbed.core.availability import ack_loss_seconds, kill_teardown_seconds, restart_seconds
 from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
 from testbed.core.seeds import replication_seed
 
@@ -89,6 +95,7 @@ class FaultSim(ClientFaults, Link):
         self.rec = model.rec
         self.restart_s = restart_seconds(s.broker.kind, model.costs.profile)
         self.ack_sync = ack_loss_seconds(s.broker.kind, model.costs.profile)
+        self.teardown_s = kill_teardown_seconds(s.broker.kind, model.costs.profile)
         self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
@@ -100,9 +107,10 @@ class FaultSim(ClientFaults, Link):
         self.held: list[tuple[Any, ...]] = []  # publishes the broker has not read yet
         self.held_confirms: list[tuple[Producer, Any]] = []
         self.up_at = 0.0  # when the broker is up again after the current kill
+        self.killed_at = 0.0  # when the current kill began
         self.inflight: dict[Consumer, dict[int, tuple[Queue, int, float, float, float]]] = {}
         self.paused_consumers: list[Consumer] = []
-        self.awaiting: dict[Producer, int] = {}
+        self.awaiting: dict[Producer, set[int]] = {}  # publishes waiting for their confirm
         self.down_until: dict[Producer, float] = {}
         self.dead: set[Producer] = set()
         self.recent_acks: deque[tuple[float, Queue, int, int]] = deque()
@@ -144,7 +152,8 @@ class FaultSim(ClientFaults, Link):
         forgets it (module docstring)."""
         acks, now = self.recent_acks, self.kernel.now
         acks.append((now, q, m, attempt))
-        while acks and acks[0][0] < now - self.ack_sync:
+        horizon = (self.killed_at if self.killed else now) - self.ack_sync
+        while acks and acks[0][0] < horizon:
             acks.popleft()
 
     # -- producers --------------------------------------------------------------------------
@@ -162,14 +171,12 @@ class FaultSim(ClientFaults, Link):
                 return -1
             m = self.rec.new_message(p.flow, p.dest, p.idx, p.size(), t_int, NAN)
             p.sent += 1
-            if p.notify:
-                p.call(0.0, p.confirmed, (m, 0))
             return m
         return None
 
     def sent(self, p: Producer, m: int) -> None:
         if p.notify:
-            self.awaiting[p] = m
+            self.awaiting.setdefault(p, set()).add(m)
 
     def confirm(self, p: Producer, value: tuple[int, int]) -> bool:
         """Void a confirm of a connection that is gone, hold it while the broker is paused,
@@ -177,7 +184,8 @@ class FaultSim(ClientFaults, Link):
         m, notify = value
         if notify == 0:
             return True
-        if self.awaiting.get(p) != m:
+        waiting = self.awaiting.get(p)
+        if waiting is None or m not in waiting:
             return False  # voided: the connection it was published on is gone
         if self.paused:
             self.held_confirms.append((p, value))
@@ -186,7 +194,7 @@ class FaultSim(ClientFaults, Link):
         if delay > 0:
             p.call(delay, self._late_confirm, (p, value))
             return False
-        del self.awaiting[p]
+        waiting.discard(m)
         return True
 
     def _written(self, m: int, at: float) -> None:
@@ -199,8 +207,9 @@ class FaultSim(ClientFaults, Link):
 
     def _late_confirm(self, ev: Any) -> None:
         p, value = ev.value
-        if self.awaiting.get(p) == value[0]:
-            del self.awaiting[p]
+        waiting = self.awaiting.get(p)
+        if waiting is not None and value[0] in waiting:
+            waiting.discard(value[0])
             p.call(0.0, p.confirmed, value)
 
     # -- broker -----------------------------------------------------------------------------
@@ -255,6 +264,10 @@ class FaultSim(ClientFaults, Link):
             up = max(ep.end, now) + self.restart_s
             self.forget_acks = ep.action == "kill"
             self._kill(up)
+            if ep.action == "kill" and self.teardown_s > 0:  # clients learn of it later
+                self.kernel.call_at(now + self.teardown_s, self._cut, up)
+            else:  # a graceful stop closes the connections itself
+                self._cut_connections(up)
             self.kernel.call_at(up, self._broker_up, (ep, end, node))
         elif ep.action == "pause":
             self._pause()
@@ -264,28 +277,13 @@ class FaultSim(ClientFaults, Link):
             self.kernel.call_at(ep.end, self._alarm_off, (ep, end))
 
     def _kill(self, up: float) -> None:
+        """The broker process stops: nothing is routed, dispatched or confirmed any more;
+        what was not on disk is gone. Its connections close later (``_cut``)."""
         b, now = self.b, self.kernel.now
-        self.killed, self.up_at = True, up
+        self.killed, self.up_at, self.killed_at = True, up, now
         b.up = False
-        recovered: dict[Queue, list[tuple[int, int]]] = {}
-        forget = self.forget_acks
         self.persistent -= {m for at, m in self.writes if at > now}  # not on disk yet: lost
         self.writes.clear()
-        for c in list(self.inflight):
-            if c.queue is not None and (c.active or self.inflight[c]):
-                back = self._disconnect(c, now)
-                for q, m, attempt in back:
-                    if m in self.persistent and q.durable:
-                        recovered.setdefault(q, []).append((m, attempt))
-                    else:
-                        self._drop(q, m)
-                self._reconnect_later(c, reconnect_at(now, up), now)
-        for t, q, m, attempt in self.recent_acks if forget else ():
-            if t >= now - self.ack_sync:  # acked, but the ack was not on disk yet: redelivered
-                recovered.setdefault(q, []).append((m, attempt))
-                b.mem += b.sizes[m] + b.mem_overhead
-                b.pending += 1
-        self.recent_acks.clear()
         for q in self.model.queues.values():
             kept = [(max(ra, up), m) for ra, m in q.ready if m in self.persistent and q.durable]
             for _, m in q.ready:
@@ -295,13 +293,39 @@ class FaultSim(ClientFaults, Link):
             q.ready.clear()
             q.ready.extend(kept)
             q.free = max(q.free, up)
+        b.pending -= len(self.held)  # publishes the broker never read
+        self.held.clear()
+        self.held_confirms.clear()
+
+    def _cut(self, ev: Any) -> None:
+        self._cut_connections(ev.value)
+
+    def _cut_connections(self, up: float) -> None:
+        """The killed broker's sockets close (the process has exited, ``teardown_s`` after
+        the kill): every client learns it now. Until then producers published into the void
+        and consumers served what they held, their acks lost with the broker."""
+        b, now = self.b, self.kernel.now
+        recovered: dict[Queue, list[tuple[int, int]]] = {}
+        for c in list(self.inflight):
+            if c.queue is not None and (c.active or self.inflight[c]):
+                back = self._disconnect(c, now)
+                for q, m, attempt in back:
+                    if m in self.persistent and q.durable:
+                        recovered.setdefault(q, []).append((m, attempt))
+                    else:
+                        self._drop(q, m)
+                self._reconnect_later(c, reconnect_at(now, up), now)
+        since = self.killed_at - self.ack_sync
+        for t, q, m, attempt in self.recent_acks if self.forget_acks else ():
+            if t >= since:  # acked, but the ack was not on disk yet: redelivered
+                recovered.setdefault(q, []).append((m, attempt))
+                b.mem += b.sizes[m] + b.mem_overhead
+                b.pending += 1
+        self.recent_acks.clear()
         for q, copies in recovered.items():
             for m, attempt in sorted(copies, reverse=True):
                 q.attempts[m] = attempt
                 q.ready.appendleft((up, m))
-        b.pending -= len(self.held)  # publishes the broker never read
-        self.held.clear()
-        self.held_confirms.clear()
         for p in self.model.producers:
             if not p.done and p not in self.dead:
                 self._producer_down(p, reconnect_at(now, up))

@@ -57,7 +57,7 @@ class ClientFaults:
     inflight: dict[Consumer, dict[int, tuple[Queue, int, float, float, float]]]
     paused: bool
     paused_consumers: list[Consumer]
-    awaiting: dict[Producer, int]
+    awaiting: dict[Producer, set[int]]
     down_until: dict[Producer, float]
     dead: set[Producer]
 
@@ -160,9 +160,10 @@ class ClientFaults:
         if self.down_until.get(p, -1.0) > until:  # already cut off for longer
             return
         self.down_until[p] = until
-        m = self.awaiting.pop(p, None)
-        if m is not None:  # stays unconfirmed; the loop goes on (sends missed until `until`)
-            p.call(0.0, p.confirmed, (m, 0))
+        waiting = self.awaiting.pop(p, set())  # they stay unconfirmed
+        if p.closed:  # its loop waited for the one confirm: it goes on (sends missed till `until`)
+            for m in waiting:
+                p.call(0.0, p.confirmed, (m, 0))
         if until < math.inf:
             if crash is None:
                 self.event("client_down", p.name, {"error": "connection lost"})

@@ -1,9 +1,11 @@
 """Producer instances: open-loop schedules and closed loops (docs/models.md §1).
 
 An open-loop producer follows ``testbed.core.arrivals.schedule``: each message has an intended
-send time; it is published then, or later if the client is still busy — blocked waiting for the
-previous publisher confirm (pika's blocking confirms: one outstanding publish), busy with the
-previous publish call (``publish_time``), or blocked by broker flow control. The lateness stays
+send time; it is published then, or later if the client is still busy with the previous
+publish call (``publish_time``) or blocked by broker flow control. With publisher confirms it
+does not wait for them: the live clients (pika, kombu and stomp.py adapters) put the channel in
+confirm mode and collect confirms asynchronously between sends, so several publishes can be
+unconfirmed at once — as many as a broker kill finds on the wire. The lateness stays
 visible as ``t_publish - t_intended``. The producer is thus the §3a *sender stage*: one server
 per instance. Each publish also books the CPU of one client operation on its Locust process
 (``emulator.sim.client_cpu``): while the process works for other users, the publish waits.
@@ -159,9 +161,7 @@ class Producer:
             return
         now = self.env.now
         self._publish(self.t_int, now)
-        if self.notify:
-            return  # on_confirm continues
-        self.ready = now + self.publish_cost()
+        self.ready = now + self.publish_cost()  # confirms come back meanwhile (docstring)
         self._next()
 
     # -- closed loop ------------------------------------------------------------------------
@@ -220,15 +220,11 @@ class Producer:
         self.confirmed(ev)
 
     def confirmed(self, ev: Any) -> None:
-        """The confirm is in: record it (notify 1; not a returned one, 3) and go on
-        publishing."""
+        """The confirm is in: record it (notify 1; not a returned one, 3); a closed loop
+        thinks again (an open loop never waited for it)."""
         m, notify = ev.value
-        now = self.env.now
         if notify == 1:
-            self.confirm_record(m, now)
+            self.confirm_record(m, self.env.now)
         if self.closed:
             assert self.think is not None
             self.call(self.think(), self._fire_closed)
-        else:
-            self.ready = now
-            self._next()

@@ -2,17 +2,18 @@
 
 A broker that makes consumers' acks of persistent messages durable lazily forgets the last of
 them when it is killed: those messages come back after the restart and the ledger counts them
-as duplicates. How many is a property of the broker and its store, not of the scenario:
-RabbitMQ forgot the acks of roughly the last 40 ms on this machine class (4 duplicates acked in
-the 22 ms before a kill at 100 msg/s, 5 in the 45 ms before one at 50 msg/s), ActiveMQ 1-2
-per kill at 89 msg/s. So it is measured where the restart time
-is (`testbed.calibration.restart`), on the same kill: for `LOAD_S` seconds before it a producer
-sends persistent messages at `RATE` msg/s to a durable queue and waits for their confirms, as a
-PCM producer does, and a consumer of the scenario's client library acks each as it arrives
-(without confirms, two kills of RabbitMQ brought back no message at all, while the PCM
-scenario's live runs counted duplicates). After the restart the queue is drained, and the acked
-messages that come back are the forgotten acks. Their number over the ack rate is the window of
-acks a kill forgets (s), which the simulator applies to every kill (`emulator.sim.faults`).
+as duplicates. How many is a property of the broker and its store, not of the scenario, so it
+is measured where the restart time is (`testbed.calibration.restart`), on the same kill: a
+producer sends persistent messages at `RATE` msg/s to a durable queue with publisher confirms
+(as a PCM producer does), and a consumer of the scenario's client library acks each as it
+arrives. The load runs *through* the kill, in a thread of its own, as a live run's does: a
+load stopped before the kill gives the broker a quiet moment to sync its acks (two kills of
+RabbitMQ after a stopped load brought back one ack each; the live PCM runs' kills, five).
+After the restart the queue is drained, and the acked messages that come back are the
+forgotten acks. Those acked *before* the kill signal, over the ack rate, are the window of
+acks a kill forgets (s); those acked while the process was dying are lost with its sockets,
+which the simulator models as the kill's teardown (``restart_time.kill_s``,
+`emulator.sim.faults`).
 
 Hand-written because no library measures a broker's ack durability; it uses the broker adapters
 of the live workload, so the figure holds for the client library the runs use.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 __all__ = ["LOAD_S", "RATE", "AckLoad"]
 
+import threading
 import time
 from typing import Any
 
@@ -31,6 +33,8 @@ from testbed.workload.topology import purge
 
 LOAD_S = 2.0
 """Seconds of acked load before the kill."""
+END_S = 3.0
+"""The load thread ends at most this long after the kill was due (its connection is gone)."""
 RATE = 100.0
 """msg/s of that load: the rate of the broker-kill scenario of the library."""
 DRAIN_QUIET_S = 1.0
@@ -43,43 +47,72 @@ QUEUE = "mqbed-cal-ack-loss"
 
 
 class AckLoad:
-    """An acked persistent load on a durable queue of its own, up to a kill."""
+    """An acked persistent load on a durable queue of its own, running until a kill."""
 
     def __init__(self, endpoint: BrokerEndpoint, client: str) -> None:
         self.client, self.queue = client, QUEUE
         self.acked: dict[str, float] = {}
+        self.error: str | None = None
         self.adapter: Any = make_adapter(endpoint, client)
         self.adapter.connect()
         self.adapter.declare([QueueDecl(self.queue, durable=True)])
         purge(self.adapter, [self.queue], timeout=10.0)  # what an interrupted one left
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def run(self, seconds: float = LOAD_S, rate: float = RATE) -> float:
-        """Publish and ack for `seconds`; the ack rate of the last second (acks/s)."""
+    def start(self, rate: float = RATE, limit_s: float = LOAD_S + END_S) -> None:
+        """Publish and ack in a thread of its own until the connection breaks, `stop`, or
+        `limit_s` seconds."""
+        self._thread = threading.Thread(
+            target=self._run, args=(rate, limit_s), name="mqbed-ack-load", daemon=True
+        )
+        self._thread.start()
+
+    def halt(self) -> None:
+        """Tell the load to end (it does so at its next send or ack)."""
+        self._stop.set()
+
+    def stop(self, timeout: float = END_S) -> None:
+        """End the load and wait ≤ `timeout` s for its thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def rate_before(self, t: float) -> float:
+        """Acks per second in the second before monotonic time `t`."""
+        return float(sum(1 for a in self.acked.values() if t - 1.0 <= a < t))
+
+    def _run(self, rate: float, limit_s: float) -> None:
+        try:
+            self._loop(rate, limit_s)
+        except Exception as e:  # the kill breaks the connection: that ends the load
+            self.error = f"{type(e).__name__}: {e}"
+
+    def _loop(self, rate: float, limit_s: float) -> None:
         producer = self.adapter.producer(
             Destination.queue(self.queue), persistent=True, confirms=True
         )
         consumer: Consumer = self.adapter.consumer(self.queue, prefetch=10, ack_mode="manual")
         start = time.monotonic()
         n = 0
-        while (due := start + n / rate) < start + seconds:
+        while not self._stop.is_set() and (due := start + n / rate) < start + limit_s:
             producer.publish(BODY, msg_id=f"a{n}")
             n += 1
-            while (wait := due + 1 / rate - time.monotonic()) > 0:
+            while (wait := due + 1 / rate - time.monotonic()) > 0 and not self._stop.is_set():
                 for d in consumer.drain(timeout=wait):
+                    if self._stop.is_set():
+                        return  # killed: an ack now would only be the teardown's
                     d.ack()
                     self.acked[d.msg_id] = time.monotonic()
                 producer.poll_confirms(0.0)
-        end = time.monotonic()
-        recent = sum(1 for t in self.acked.values() if t >= end - 1.0)
-        return float(recent)
 
     def abort(self) -> None:
         """Drop the connection (the broker was killed under it)."""
         self.adapter.abort()
 
-    def forgotten(self, endpoint: BrokerEndpoint) -> int:
+    def forgotten(self, endpoint: BrokerEndpoint, before: float) -> int:
         """After the restart: drain the queue (acking); how many of the messages acked before
-        the kill came back."""
+        monotonic time `before` (the kill signal) came back."""
         adapter: Any = make_adapter(endpoint, self.client)
         adapter.connect()
         back: set[str] = set()
@@ -98,4 +131,4 @@ class AckLoad:
             consumer.close()
         finally:
             adapter.close()
-        return len(back & set(self.acked))
+        return len(back & {m for m, t in self.acked.items() if t < before})

@@ -7,7 +7,8 @@
 - ``shipped``: the profile shipped in ``deploy/calibration/``.
 
 In ``auto`` mode a run whose scenario kills or restarts its broker also needs this machine's
-broker restart time: when the cached profile has none, ``restart_probe`` measures it on the
+broker restart time: when the cached profile has none (or one measured before kills were
+timed, without ``kill_s``), ``restart_probe`` measures it on the
 run's broker (`testbed.calibration.restart`) and the cached profile keeps it.
 """
 
@@ -80,13 +81,15 @@ def choose_profile(
         progress=progress,
         broker_pids=broker_pids,
     )
-    if restart_probe is None or choice.profile.restart_time is not None:
-        return choice
+    known = choice.profile.restart_time
+    if restart_probe is None or (known is not None and known.kill_s is not None):
+        return choice  # (a figure from before kills were timed is measured again)
     progress("measuring this machine's broker restart time (kill -> healthy)")
     measured = restart_probe()
     updated = choice.profile.model_copy(update={"restart_time": measured})
     write_profile(updated, choice.path, header=None)
-    lost = "" if measured.ack_loss_s is None else f", {measured.ack_loss_s * 1000:.0f} ms of acks"
+    lost = f", killed in {(measured.kill_s or 0.0) * 1000:.0f} ms"
+    lost += "" if measured.ack_loss_s is None else f", {measured.ack_loss_s * 1000:.0f} ms of acks"
     progress(f"broker restart time {measured.mean:.1f} s (sd {measured.sd:.1f} s, "
              f"{measured.samples} kills{lost}); cached in {choice.path}")  # fmt: skip
     return ProfileChoice(updated, choice.path, choice.origin)

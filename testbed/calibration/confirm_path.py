@@ -1,7 +1,7 @@
 """The confirm table of a client path: publish → confirm of persistent messages (§9).
 
 The calibration's *confirmed* stream (`testbed.calibration.client_path`) publishes persistent
-messages to a durable queue and waits for each confirm; its ``messages`` rows carry both
+messages to a durable queue and asks for confirms; its ``messages`` rows carry both
 times. Per load phase, their difference is the ``confirm`` table the simulator draws a
 confirmed persistent publish's confirm from. It replaces the broker micro-benchmark's constant
 persistence cost plus a moment-matched residual, which put a point mass at one value (p10 = p50

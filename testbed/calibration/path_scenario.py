@@ -87,7 +87,7 @@ msg/s was busy a fifth of the time and queued. Persistent messages are measured 
 as transient ones are: measured only in the high phase, a scenario of persistent messages at 9
 msg/s (SPECjms2007 interaction 1) drew its deliveries from the 358 msg/s table, whose p90 is
 twice that of the quiet machine, and was predicted +52 % mean latency on RabbitMQ. The
-*confirmed* stream is persistent too, from a producer that waits for each confirm (a receipt on
+*confirmed* stream is persistent too, from a producer that asks for confirms (a receipt on
 STOMP): the broker's persistent path with the store's acknowledgement in it. Without it a PCM
 scenario (persistent, confirmed 1 KB messages at 100 msg/s, under a broker kill) drew from the
 unconfirmed persistent table and was predicted ~0.5 ms low at every quantile on ActiveMQ (p10

@@ -5,7 +5,7 @@ alike; the configuration order rotates from repeat to repeat):
 
 1. **low load** (1 msg/s): for each size one group of concurrent streams on separate queues —
    *base* (persistent, direct exchange, one producer, one consumer, prefetch 100, manual ack),
-   *prefetch1*, *confirms* (persistent, waits for each confirm) and *confirms_transient* (the
+   *prefetch1*, *confirms* (persistent, asks for confirms) and *confirms_transient* (the
    same with transient messages: the reference for the persistence cost and the write time).
    Their start phases are staggered by 1/(k·rate) so their publishes never coincide. In quick
    mode all sizes share one group.

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from testbed.backends.base import BrokerEndpoint
-from testbed.calibration.ack_loss import AckLoad
+from testbed.calibration.ack_loss import LOAD_S, AckLoad
 from testbed.core.faultplan import is_broker_target
 from testbed.core.profile import RestartTime
 
@@ -65,19 +65,29 @@ def measure_restart(
     """Kill `node` and start it again `repeats` times; the restart → healthy times, and with
     a `client` library the acks each kill forgot (`testbed.calibration.ack_loss`)."""
     samples: list[float] = []
+    kills: list[float] = []
     windows: list[float] = []
     forgotten: list[int] = []
     for i in range(repeats):
         load = _acked_load(backend, node, client, progress)
-        rate = load.run() if load is not None else 0.0
+        if load is not None:
+            load.start()
+            time.sleep(LOAD_S)
+        t_kill = time.monotonic()
         backend.kill_node(node)
         t0 = time.monotonic()
+        kills.append(t0 - t_kill)
+        if load is not None:
+            load.halt()  # no more sends or acks: a reconnecting client must not drain the queue
         backend.restart_node(node, timeout=RESTART_TIMEOUT)
         samples.append(time.monotonic() - t0)
-        progress(f"broker restart {i + 1}/{repeats}: healthy after {samples[-1]:.1f} s")
-        if load is not None and rate > 0:
-            n = _forgotten(load, _endpoint(backend, node), progress)
-            if n is not None:
+        progress(f"broker restart {i + 1}/{repeats}: killed in {kills[-1] * 1000:.0f} ms, "
+                 f"healthy after {samples[-1]:.1f} s")  # fmt: skip
+        if load is not None:
+            load.stop()
+            rate = load.rate_before(t_kill)
+            n = _forgotten(load, _endpoint(backend, node), t_kill, progress)
+            if n is not None and rate > 0:
                 forgotten.append(n)
                 windows.append(n / rate)
                 progress(f"  {n} acks of the {rate:.0f}/s before the kill forgotten: "
@@ -90,6 +100,7 @@ def measure_restart(
         date=datetime.now(UTC).isoformat(timespec="seconds"),
         ack_loss_s=round(statistics.fmean(windows), 4) if windows else None,
         acks_forgotten=forgotten,
+        kill_s=round(statistics.fmean(kills), 4),
     )
 
 
@@ -112,11 +123,11 @@ def _acked_load(
 
 
 def _forgotten(
-    load: AckLoad, endpoint: BrokerEndpoint, progress: Callable[[str], None]
+    load: AckLoad, endpoint: BrokerEndpoint, before: float, progress: Callable[[str], None]
 ) -> int | None:
     load.abort()
     try:
-        return load.forgotten(endpoint)
+        return load.forgotten(endpoint, before)
     except Exception as e:  # the count is lost, not the restart time
         progress(f"  forgotten acks not counted ({type(e).__name__}: {e})")
         return None

@@ -8,7 +8,13 @@ and simulated availability figures computed from the events of either side.
 
 from __future__ import annotations
 
-__all__ = ["RESTART_S", "ack_loss_seconds", "restart_seconds", "availability_from_events"]
+__all__ = [
+    "RESTART_S",
+    "ack_loss_seconds",
+    "availability_from_events",
+    "kill_teardown_seconds",
+    "restart_seconds",
+]
 
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +49,17 @@ def ack_loss_seconds(kind: str, profile: Profile | None = None) -> float:
         return float(rt.ack_loss_s)
     facts = KINDS.get(kind)
     return facts.ack_loss_s if facts is not None else 0.0
+
+
+def kill_teardown_seconds(kind: str, profile: Profile | None = None) -> float:
+    """Seconds from a kill of broker ``kind`` until its process is gone and its connections
+    close: the profile's measured ``restart_time.kill_s`` when it has one, else the kind's
+    figure (`KindFacts.kill_s`). Clients learn of the kill only then."""
+    rt = profile.restart_time if profile is not None else None
+    if rt is not None and rt.kill_s is not None:
+        return float(rt.kill_s)
+    facts = KINDS.get(kind)
+    return facts.kill_s if facts is not None else 0.0
 
 
 def availability_from_events(

@@ -73,6 +73,9 @@ class KindFacts:
     ack_loss_s: float
     """Consumers' acks of persistent messages a kill forgets (s), when the profile has no
     measured figure (`testbed.core.availability.ack_loss_seconds`)."""
+    kill_s: float
+    """How long a kill takes until the process is gone and its sockets close, when the
+    profile has no measured figure (`testbed.core.availability.kill_teardown_seconds`)."""
     prometheus_plugin: bool
     """The broker serves its own Prometheus metrics (``BrokerEndpoint.prometheus_url``)."""
     management_api: bool
@@ -180,7 +183,10 @@ RABBITMQ = register(
         quorum_queues=True,
         reserved_prefix="amq.",
         restart_s=6.0,  # ~5-8 s with persistent data
-        ack_loss_s=0.04,  # 4 duplicates acked in the 22 ms before a kill at 100 msg/s
+        # acks of the last ~10 ms before the signal (1 per kill at 100 msg/s, calibration and
+        # live PCM kills); those sent while the process dies are the teardown's (kill_s)
+        ack_loss_s=0.01,
+        kill_s=0.026,  # live broker-kill runs' fault action: 19, 22, 36 ms
         prometheus_plugin=True,
         management_api=True,
         stats_poller="testbed.observe.stats:RabbitMQStatsPoller",
@@ -208,7 +214,10 @@ ACTIVEMQ = register(
         quorum_queues=False,
         reserved_prefix=None,
         restart_s=1.5,  # ~1-2 s
-        ack_loss_s=0.015,  # 1-2 duplicates per kill at 89 msg/s (broker-kill runs, 2 sessions)
+        # no ack sent before the signal came back (calibration, live PCM kills): its 1 duplicate
+        # per kill was acked while the process died (kill_s)
+        ack_loss_s=0.0,
+        kill_s=0.039,  # live broker-kill runs' fault action: 38, 38, 41 ms
         prometheus_plugin=False,
         management_api=False,
         stats_poller="testbed.observe.stats:ActiveMQStatsPoller",

@@ -12,7 +12,7 @@ library as a real run, and keeps from its records two empirical distributions pe
   network, broker, push to the consumer, the consumer's event loop — with its measured floor
   and tail.
 - ``confirm``: publish → confirm of a persistent message on a durable queue (its write to the
-  broker's store and the way back), from the producer that waits for each confirm.
+  broker's store and the way back), from the producer that asks for confirms.
 - ``hold``: how much longer than its service time a live consumer holds the next message
   back: the gap between the starts of two messages served back to back, minus the service
   time asked for (timer overshoot of the event loop, the callback, the ack, the record).
@@ -59,7 +59,7 @@ earlier one is measured again by the next run (`ClientPath.missing`):
    STOMP sessions without Nagle's algorithm, whose held-back frames had added 15-45 ms stalls to
    every ActiveMQ table;
 3. the CPU of a client operation split into publish, receive and ack (``ClientPath.cpu``);
-4. persistent deliveries from a producer that waits for each confirm (``PathPoint.confirms``),
+4. persistent deliveries from a producer that asks for confirms (``PathPoint.confirms``),
    follow-ups published by consumers from their handlers (``PathPoint.follow_up``), and the
    confirm of a persistent message (``confirm``)."""
 
@@ -84,7 +84,7 @@ class PathPoint(Strict):
     size: float = Field(ge=0)
     persistent: bool = False
     confirms: bool = False
-    """Published by a producer that waits for each confirm (persistent messages only)."""
+    """Published by a producer that asks for confirms (persistent messages only)."""
     follow_up: bool = False
     """Published by a consumer from its handler (a follow-up), not by a producer."""
     table: QuantileTable

@@ -142,6 +142,10 @@ class RestartTime(MomentFit):
     figure applies (`testbed.core.availability.ack_loss_seconds`)."""
     acks_forgotten: list[int] = Field(default_factory=list)
     """Acks each measured kill forgot (at `testbed.calibration.ack_loss.RATE` msg/s)."""
+    kill_s: float | None = Field(None, ge=0)
+    """Seconds a kill takes from the signal until the broker process is gone (its sockets
+    close only then: clients publish and ack into the void meanwhile); None: not measured,
+    the broker kind's figure applies (`testbed.core.availability.kill_teardown_seconds`)."""
 
 
 class BrokerInfo(Strict):

@@ -29,7 +29,7 @@ topology: {queues: [{name: q}]}
 producers: [{name: p, queue: q, arrival: 10/s, size: 100B}]
 consumers: [{name: c, queue: q, service_time: 1ms}]
 """
-MEASURED = RestartTime(mean=11.5, sd=2.0, samples=2, date="2026-11-25T00:00:00+00:00")
+MEASURED = RestartTime(mean=11.5, sd=2.0, samples=2, date="2026-11-25T00:00:00+00:00", kill_s=0.03)
 
 
 def scenario(faults: str = "") -> object:
@@ -113,3 +113,28 @@ def test_a_run_measures_the_restart_once_and_caches_it(tmp_path: Path) -> None:
     assert load_profile(cached).restart_time == MEASURED
     assert "measured here, by hand" in cached.read_text()
     assert choose().restart_time == MEASURED and len(calls) == 1
+
+
+def test_a_restart_time_measured_before_kills_were_timed_is_measured_again(
+    tmp_path: Path,
+) -> None:
+    """A cached figure without ``kill_s`` (an older calibration) lacks the kill's teardown the
+    simulator now needs: the probe runs again and the cache gets the new figure."""
+    s = scenario("  - {kind: broker_kill, at: 2s, duration: 1s}\n")
+    cached = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
+    old = MEASURED.model_copy(update={"kill_s": None})
+    write_profile(
+        default_profile("rabbitmq", "pika").model_copy(update={"restart_time": old}), cached
+    )
+    calls: list[int] = []
+
+    def probe() -> RestartTime:
+        calls.append(1)
+        return MEASURED
+
+    chosen = choose_profile(
+        s, tmp_path, None, "auto", version="3.10.8", replicate=None,  # type: ignore[arg-type]
+        progress=lambda _: None, restart_probe=probe,
+    ).profile  # fmt: skip
+    assert chosen.restart_time == MEASURED and calls == [1]
+    assert load_profile(cached).restart_time == MEASURED

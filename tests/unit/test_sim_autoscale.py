@@ -109,8 +109,8 @@ def test_same_seed_same_scaling_timeline() -> None:
 
 
 def test_faults_reach_consumers_added_by_scaling(tmp_path: Path) -> None:
-    """A broker kill cuts every consumer's connection, also those the autoscaler started: the
-    delivery each one had in hand is recorded `crashed` (fault timeline adopts new consumers)."""
+    """A broker kill cuts every consumer's connection, also those the autoscaler started: each
+    one records a `client_down` (the fault timeline adopts new consumers)."""
     import yaml
 
     data = yaml.safe_load((LIB / "mmpp-target-tracking.yaml").read_text())
@@ -126,10 +126,12 @@ def test_faults_reach_consumers_added_by_scaling(tmp_path: Path) -> None:
     f.write_text(yaml.safe_dump(data))
     s = load_scenario(f)
     r = Model(s, default_profile(s.broker.kind), 0).run()
-    d = r.tables["deliveries"].to_pandas()
-    crashed = set(d[d.outcome == "crashed"].consumer)
-    scaled = {c for c in crashed if int(c.rsplit("-", 1)[1]) >= s.consumers[0].count}
-    assert scaled, f"no consumer started by scaling saw the kill: {sorted(crashed)}"
+    e = r.tables["events"].to_pandas()
+    cut = set(e[e.kind == "client_down"].target)
+    group = s.consumers[0].name
+    scaled = {c for c in cut if c.startswith(f"{group}-")}
+    scaled = {c for c in scaled if int(c.rsplit("-", 1)[1]) >= s.consumers[0].count}
+    assert scaled, f"no consumer started by scaling saw the kill: {sorted(cut)}"
 
 
 def _middle_of_scaled_stretch(r, at_least: int) -> float:  # type: ignore[no-untyped-def]

@@ -101,8 +101,10 @@ class Backend(ABC):
         """Stop node `name` gracefully (SIGKILL after `timeout` s); it stays known."""
 
     @abstractmethod
-    def kill_node(self, name: str) -> None:
-        """Crash node `name` (SIGKILL); it stays known and down until `restart_node`."""
+    def kill_node(self, name: str) -> float | None:
+        """Crash node `name` (SIGKILL); it stays known and down until `restart_node`. Returns
+        the seconds from the signal until the process was gone — its sockets stay open until
+        then (`restart_time.kill_s`) — or None when the backend cannot tell."""
 
     @abstractmethod
     def pause_node(self, name: str) -> None:

@@ -161,15 +161,20 @@ class DockerBackend(OwnedBackend):
             rec = state.node(name)
             self._graceful_stop(rec, timeout)
 
-    def kill_node(self, name: str) -> None:
-        """SIGKILL the container (a crash); waits until it has exited. Stays recorded."""
+    def kill_node(self, name: str) -> float | None:
+        """SIGKILL the container (a crash); waits until it has exited. Stays recorded.
+        Returns the seconds from the kill request until it had exited (None: not running)."""
         container = self.container(name)
         container.reload()
         if container.status == "paused":
             container.unpause()
-        if container.status in ("running", "paused"):
-            container.kill()
+        if container.status not in ("running", "paused"):
+            await_exit(container, 15.0, name)
+            return None
+        signalled = time.monotonic()
+        container.kill()
         await_exit(container, 15.0, name)
+        return time.monotonic() - signalled
 
     def pause_node(self, name: str) -> None:
         """Freeze the container (cgroup freezer): its ports still accept, nothing answers."""

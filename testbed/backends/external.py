@@ -204,7 +204,7 @@ class ExternalBackend(Backend):
             "restart); use network faults through the fault proxy instead"
         )
 
-    def kill_node(self, name: str) -> None:
+    def kill_node(self, name: str) -> float | None:
         raise self._no_lifecycle(name)
 
     def pause_node(self, name: str) -> None:

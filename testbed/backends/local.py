@@ -137,11 +137,13 @@ class LocalBackend(OwnedBackend):
             self._procs.terminate(state, [state.node(name)], timeout)
             state.save(self.state_path)
 
-    def kill_node(self, name: str) -> None:
-        """SIGKILL the node's process group (a crash). The node stays recorded."""
+    def kill_node(self, name: str) -> float | None:
+        """SIGKILL the node's process group (a crash). The node stays recorded. Returns the
+        seconds from the signal until the process was gone (None: it was not running)."""
         with self._locked_state() as state:
-            self._procs.kill(state.node(name))
+            took = self._procs.kill(state.node(name))
             state.save(self.state_path)
+        return took
 
     def pause_node(self, name: str) -> None:
         """SIGSTOP the node's process group: its ports still accept, nothing answers."""

@@ -152,13 +152,18 @@ class Supervisor:
         self._await_gone(live, 10.0, "after SIGTERM/SIGKILL")
         self._finish_helpers(helpers)
 
-    def kill(self, rec: NodeRecord) -> None:
-        """SIGKILL `rec`'s whole process group and wait until it is gone."""
-        if rec.process and self.alive(rec.process):
-            helpers = descendants(rec.process.pid)
-            signal_group(rec.process, signal.SIGKILL)
-            self._await_gone([rec.process], 10.0, "after SIGKILL")
-            self._finish_helpers(helpers)
+    def kill(self, rec: NodeRecord) -> float | None:
+        """SIGKILL `rec`'s whole process group and wait until it is gone: the seconds from
+        the signal until the process was (None: it was not running)."""
+        if not (rec.process and self.alive(rec.process)):
+            return None
+        helpers = descendants(rec.process.pid)
+        signalled = time.monotonic()
+        signal_group(rec.process, signal.SIGKILL)
+        self._await_gone([rec.process], 10.0, "after SIGKILL")
+        took = time.monotonic() - signalled
+        self._finish_helpers(helpers)
+        return took
 
     def signal_node(self, rec: NodeRecord, sig: int) -> None:
         """Send `sig` to `rec`'s process group; `BackendError` if the node is not running."""

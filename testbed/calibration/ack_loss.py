@@ -5,15 +5,16 @@ them when it is killed: those messages come back after the restart and the ledge
 as duplicates. How many is a property of the broker and its store, not of the scenario, so it
 is measured where the restart time is (`testbed.calibration.restart`), on the same kill: a
 producer sends persistent messages at `RATE` msg/s to a durable queue with publisher confirms
-(as a PCM producer does), and a consumer of the scenario's client library acks each as it
-arrives. The load runs *through* the kill, in a thread of its own, as a live run's does: a
-load stopped before the kill gives the broker a quiet moment to sync its acks (two kills of
-RabbitMQ after a stopped load brought back one ack each; the live PCM runs' kills, five).
+(as a PCM producer does), and a consumer of the scenario's client library serves each for
+`HOLD_S` and acks it, as a run's consumer does. The load runs *through* the kill, in a thread
+of its own, as a live run's does: a load stopped before the kill gives the broker a quiet
+moment to sync its acks (two kills of RabbitMQ after a stopped load brought back one ack
+each; the live PCM runs' kills, up to five).
 After the restart the queue is drained, and the acked messages that come back are the
-forgotten acks. Those acked *before* the kill signal, over the ack rate, are the window of
-acks a kill forgets (s); those acked while the process was dying are lost with its sockets,
-which the simulator models as the kill's teardown (``restart_time.kill_s``,
-`emulator.sim.faults`).
+forgotten acks; their number over the ack rate is the window of acks a kill forgets (s). Acks
+sent while the process was dying are lost with its sockets too, which the simulator models
+as the kill's teardown (``restart_time.kill_s``, `emulator.sim.faults`); the load stops
+acking when the kill returns, so only those it sent while the kill was under way count here.
 
 Hand-written because no library measures a broker's ack durability; it uses the broker adapters
 of the live workload, so the figure holds for the client library the runs use.
@@ -25,6 +26,7 @@ __all__ = ["LOAD_S", "RATE", "AckLoad"]
 
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from testbed.backends.base import BrokerEndpoint
@@ -33,6 +35,13 @@ from testbed.workload.topology import purge
 
 LOAD_S = 2.0
 """Seconds of acked load before the kill."""
+HOLD_S = 0.004
+"""Each message is served this long before its ack, one at a time (the PCM scenario's service
+time): acked at once, a message can be gone before the broker writes it — ActiveMQ then never
+stores it — so a kill has no ack of it to forget (two kills forgot none on ActiveMQ while the
+PCM runs counted up to two per kill)."""
+PREFETCH = 20
+"""The consumer's prefetch (the PCM scenario's)."""
 END_S = 3.0
 """The load thread ends at most this long after the kill was due (its connection is gone)."""
 RATE = 100.0
@@ -92,19 +101,29 @@ class AckLoad:
         producer = self.adapter.producer(
             Destination.queue(self.queue), persistent=True, confirms=True
         )
-        consumer: Consumer = self.adapter.consumer(self.queue, prefetch=10, ack_mode="manual")
+        consumer: Consumer = self.adapter.consumer(self.queue, prefetch=PREFETCH, ack_mode="manual")
+        held: deque[tuple[float, Any]] = deque()  # (ack due, delivery): served one at a time
         start = time.monotonic()
         n = 0
         while not self._stop.is_set() and (due := start + n / rate) < start + limit_s:
             producer.publish(BODY, msg_id=f"a{n}")
             n += 1
             while (wait := due + 1 / rate - time.monotonic()) > 0 and not self._stop.is_set():
+                if held:
+                    wait = max(0.0, min(wait, held[0][0] - time.monotonic()))
                 for d in consumer.drain(timeout=wait):
-                    if self._stop.is_set():
-                        return  # killed: an ack now would only be the teardown's
-                    d.ack()
-                    self.acked[d.msg_id] = time.monotonic()
+                    free = held[-1][0] if held else 0.0
+                    held.append((max(time.monotonic(), free) + HOLD_S, d))
+                self._ack_due(held)
                 producer.poll_confirms(0.0)
+
+    def _ack_due(self, held: deque[tuple[float, Any]]) -> None:
+        while held and held[0][0] <= time.monotonic():
+            if self._stop.is_set():
+                return  # killed: an ack now would only be the teardown's
+            d = held.popleft()[1]
+            d.ack()
+            self.acked[d.msg_id] = time.monotonic()
 
     def abort(self) -> None:
         """Drop the connection (the broker was killed under it)."""
@@ -112,7 +131,7 @@ class AckLoad:
 
     def forgotten(self, endpoint: BrokerEndpoint, before: float) -> int:
         """After the restart: drain the queue (acking); how many of the messages acked before
-        monotonic time `before` (the kill signal) came back."""
+        monotonic time `before` (the end of the kill) came back."""
         adapter: Any = make_adapter(endpoint, self.client)
         adapter.connect()
         back: set[str] = set()

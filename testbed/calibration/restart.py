@@ -37,7 +37,7 @@ _RESTARTING = frozenset({"broker_kill", "broker_restart"})
 
 
 class Restartable(Protocol):
-    def kill_node(self, name: str) -> None: ...
+    def kill_node(self, name: str) -> float | None: ...
 
     def restart_node(self, name: str, timeout: float = ...) -> Any: ...
 
@@ -74,11 +74,11 @@ def measure_restart(
             load.start()
             time.sleep(LOAD_S)
         t_kill = time.monotonic()
-        backend.kill_node(node)
+        took = backend.kill_node(node)
         t0 = time.monotonic()
-        kills.append(t0 - t_kill)
         if load is not None:
             load.halt()  # no more sends or acks: a reconnecting client must not drain the queue
+        kills.append(took if took is not None else t0 - t_kill)
         backend.restart_node(node, timeout=RESTART_TIMEOUT)
         samples.append(time.monotonic() - t0)
         progress(f"broker restart {i + 1}/{repeats}: killed in {kills[-1] * 1000:.0f} ms, "
@@ -86,7 +86,7 @@ def measure_restart(
         if load is not None:
             load.stop()
             rate = load.rate_before(t_kill)
-            n = _forgotten(load, _endpoint(backend, node), t_kill, progress)
+            n = _forgotten(load, _endpoint(backend, node), t0, progress)
             if n is not None and rate > 0:
                 forgotten.append(n)
                 windows.append(n / rate)

@@ -209,7 +209,8 @@ def test_kill_is_a_crash_and_restart_keeps_every_confirmed_persistent_message(
         for msg_id in ids:
             assert producer.publish_and_wait(BODY, msg_id=msg_id, timeout=5).ok
         t_kill = time.monotonic()
-        backend.kill_node(ep.name)
+        took = backend.kill_node(ep.name)
+        assert took is not None and 0.0 < took <= time.monotonic() - t_kill, took
         container = backend.container(ep.name)
         assert container.status == "exited"
         assert container.attrs["State"]["ExitCode"] == 137  # SIGKILL, not a clean stop

@@ -7,9 +7,8 @@ is measured where the restart time is (`testbed.calibration.restart`), on the sa
 producer sends persistent messages at `RATE` msg/s to a durable queue with publisher confirms
 (as a PCM producer does), and a consumer of the scenario's client library serves each for
 `HOLD_S` and acks it, as a run's consumer does. The load runs *through* the kill, in a thread
-of its own, as a live run's does: a load stopped before the kill gives the broker a quiet
-moment to sync its acks (two kills of RabbitMQ after a stopped load brought back one ack
-each; the live PCM runs' kills, up to five).
+of its own, so that the kill meets the broker in the middle of its work as a run's does (a
+load stopped first leaves it a quiet moment to sync its acks).
 After the restart the queue is drained, and the acked messages that come back are the
 forgotten acks; their number over the ack rate is the window of acks a kill forgets (s). Acks
 sent while the process was dying are lost with its sockets too, which the simulator models

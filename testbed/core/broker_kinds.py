@@ -183,10 +183,10 @@ RABBITMQ = register(
         quorum_queues=True,
         reserved_prefix="amq.",
         restart_s=6.0,  # ~5-8 s with persistent data
-        # acks of the last ~10 ms before the signal (1 per kill at 100 msg/s, calibration and
-        # live PCM kills); those sent while the process dies are the teardown's (kill_s)
+        # 1 ack forgotten on each of four calibration kills at 100 msg/s (2026-11-27); those
+        # sent while the process dies are the teardown's (kill_s)
         ack_loss_s=0.01,
-        kill_s=0.026,  # live broker-kill runs' fault action: 19, 22, 36 ms
+        kill_s=0.028,  # signal -> process gone, calibration kills (2026-11-27)
         prometheus_plugin=True,
         management_api=True,
         stats_poller="testbed.observe.stats:RabbitMQStatsPoller",
@@ -214,10 +214,10 @@ ACTIVEMQ = register(
         quorum_queues=False,
         reserved_prefix=None,
         restart_s=1.5,  # ~1-2 s
-        # no ack sent before the signal came back (calibration, live PCM kills): its 1 duplicate
-        # per kill was acked while the process died (kill_s)
-        ack_loss_s=0.0,
-        kill_s=0.039,  # live broker-kill runs' fault action: 38, 38, 41 ms
+        # 0 and 1 acks forgotten on two calibration kills under the run-shaped load (4 ms per
+        # message, 100 msg/s; 2026-11-27); the live PCM kills counted 2, 1 and 0 duplicates
+        ack_loss_s=0.005,
+        kill_s=0.024,  # signal -> process gone, calibration kills (2026-11-27)
         prometheus_plugin=False,
         management_api=False,
         stats_poller="testbed.observe.stats:ActiveMQStatsPoller",

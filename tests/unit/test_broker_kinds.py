@@ -97,8 +97,8 @@ TABLE: dict[str, tuple[object, object]] = {
     "quorum_queues":                  (True,              False),  # scenario_checks.py
     "reserved_prefix":                ("amq.",            None),  # scenario_bounds.py
     "restart_s":                      (6.0,               1.5),  # availability.py
-    "ack_loss_s":                     (0.01,              0.0),  # availability.py
-    "kill_s":                         (0.026,             0.039),  # availability.py
+    "ack_loss_s":                     (0.01,              0.005),  # availability.py
+    "kill_s":                         (0.028,             0.024),  # availability.py
     "prometheus_plugin":              (True,              False),  # prometheus.py
     "management_api":                 (True,              False),  # calibration/api.py
     "deletes_topology":               (True,              False),  # calibration/streams.py

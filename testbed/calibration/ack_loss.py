@@ -10,7 +10,10 @@ producer sends persistent messages at `RATE` msg/s to a durable queue with publi
 of its own, so that the kill meets the broker in the middle of its work as a run's does (a
 load stopped first leaves it a quiet moment to sync its acks).
 After the restart the queue is drained, and the acked messages that come back are the
-forgotten acks; their number over the ack rate is the window of acks a kill forgets (s). Acks
+forgotten acks; their number over the ack rate is the window of acks a kill forgets (s). The
+publishes that were never confirmed and are not in the queue after the restart went into the
+dying broker; their number over the publish rate is how long after the signal clients still
+talk to it (``restart_time.kill_s``). Acks
 sent while the process was dying are lost with its sockets too, which the simulator models
 as the kill's teardown (``restart_time.kill_s``, `emulator.sim.faults`); the load stops
 acking when the kill returns, so only those it sent while the kill was under way count here.
@@ -60,6 +63,9 @@ class AckLoad:
     def __init__(self, endpoint: BrokerEndpoint, client: str) -> None:
         self.client, self.queue = client, QUEUE
         self.acked: dict[str, float] = {}
+        self.sent: dict[str, float] = {}  # msg id -> publish time
+        self.confirmed: set[str] = set()
+        self.back: set[str] = set()  # what the drain after the restart found
         self.error: str | None = None
         self.adapter: Any = make_adapter(endpoint, client)
         self.adapter.connect()
@@ -90,6 +96,10 @@ class AckLoad:
         """Acks per second in the second before monotonic time `t`."""
         return float(sum(1 for a in self.acked.values() if t - 1.0 <= a < t))
 
+    def sends_before(self, t: float) -> float:
+        """Publishes per second in the second before monotonic time `t`."""
+        return float(sum(1 for s in self.sent.values() if t - 1.0 <= s < t))
+
     def _run(self, rate: float, limit_s: float) -> None:
         try:
             self._loop(rate, limit_s)
@@ -106,6 +116,7 @@ class AckLoad:
         n = 0
         while not self._stop.is_set() and (due := start + n / rate) < start + limit_s:
             producer.publish(BODY, msg_id=f"a{n}")
+            self.sent[f"a{n}"] = time.monotonic()
             n += 1
             while (wait := due + 1 / rate - time.monotonic()) > 0 and not self._stop.is_set():
                 if held:
@@ -114,7 +125,7 @@ class AckLoad:
                     free = held[-1][0] if held else 0.0
                     held.append((max(time.monotonic(), free) + HOLD_S, d))
                 self._ack_due(held)
-                producer.poll_confirms(0.0)
+                self.confirmed.update(c.msg_id for c in producer.poll_confirms(0.0) if c.ok)
 
     def _ack_due(self, held: deque[tuple[float, Any]]) -> None:
         while held and held[0][0] <= time.monotonic():
@@ -123,6 +134,13 @@ class AckLoad:
             d = held.popleft()[1]
             d.ack()
             self.acked[d.msg_id] = time.monotonic()
+
+    def lost_in_flight(self, since: float) -> int:
+        """After `forgotten`: publishes sent from monotonic time `since` on that were never
+        confirmed, never consumed and not in the queue after the restart — sent into a dying
+        broker."""
+        gone = set(self.sent) - self.confirmed - set(self.acked) - self.back
+        return sum(1 for m in gone if self.sent[m] >= since)
 
     def abort(self) -> None:
         """Drop the connection (the broker was killed under it)."""
@@ -133,7 +151,6 @@ class AckLoad:
         monotonic time `before` (the end of the kill) came back."""
         adapter: Any = make_adapter(endpoint, self.client)
         adapter.connect()
-        back: set[str] = set()
         try:
             consumer = adapter.consumer(self.queue, prefetch=100, ack_mode="manual")
             t0 = last = time.monotonic()
@@ -143,10 +160,10 @@ class AckLoad:
                 got = consumer.drain(timeout=0.2)
                 for d in got:
                     d.ack()
-                    back.add(d.msg_id)
+                    self.back.add(d.msg_id)
                 if got:
                     last = time.monotonic()
             consumer.close()
         finally:
             adapter.close()
-        return len(back & {m for m, t in self.acked.items() if t < before})
+        return len(self.back & {m for m, t in self.acked.items() if t < before})

@@ -63,11 +63,11 @@ def measure_restart(
     client: str | None = None,
 ) -> RestartTime:
     """Kill `node` and start it again `repeats` times; the restart → healthy times, and with
-    a `client` library the acks each kill forgot (`testbed.calibration.ack_loss`)."""
+    a `client` library the acks each kill forgot and how long clients still talked to the
+    dying broker (`testbed.calibration.ack_loss`; without a load, the signal → gone time)."""
     samples: list[float] = []
     kills: list[float] = []
-    windows: list[float] = []
-    forgotten: list[int] = []
+    counts: dict[str, list[float]] = {"acks": [], "void": [], "forgotten": []}
     for i in range(repeats):
         load = _acked_load(backend, node, client, progress)
         if load is not None:
@@ -85,22 +85,17 @@ def measure_restart(
                  f"healthy after {samples[-1]:.1f} s")  # fmt: skip
         if load is not None:
             load.stop()
-            rate = load.rate_before(t_kill)
-            n = _forgotten(load, _endpoint(backend, node), t0, progress)
-            if n is not None and rate > 0:
-                forgotten.append(n)
-                windows.append(n / rate)
-                progress(f"  {n} acks of the {rate:.0f}/s before the kill forgotten: "
-                         f"{n / rate * 1000:.0f} ms of acks")  # fmt: skip
+            _count_losses(load, _endpoint(backend, node), t_kill, t0, progress, counts)
     sd = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    windows, voids = counts["acks"], counts["void"]
     return RestartTime(
         mean=round(statistics.fmean(samples), 3),
         sd=round(sd, 3),
         samples=len(samples),
         date=datetime.now(UTC).isoformat(timespec="seconds"),
         ack_loss_s=round(statistics.fmean(windows), 4) if windows else None,
-        acks_forgotten=forgotten,
-        kill_s=round(statistics.fmean(kills), 4),
+        acks_forgotten=[int(n) for n in counts["forgotten"]],
+        kill_s=round(statistics.fmean(voids or kills), 4),
     )
 
 
@@ -122,15 +117,32 @@ def _acked_load(
         return None
 
 
-def _forgotten(
-    load: AckLoad, endpoint: BrokerEndpoint, before: float, progress: Callable[[str], None]
-) -> int | None:
+def _count_losses(
+    load: AckLoad,
+    endpoint: BrokerEndpoint,
+    t_kill: float,
+    t_done: float,
+    progress: Callable[[str], None],
+    counts: dict[str, list[float]],
+) -> None:
+    """After the restart: the acks the kill forgot (window = count / ack rate) and the
+    publishes it lost in flight (window = count / publish rate) into `counts`."""
+    acks, sends = load.rate_before(t_kill), load.sends_before(t_kill)
     load.abort()
     try:
-        return load.forgotten(endpoint, before)
+        n = load.forgotten(endpoint, t_done)
     except Exception as e:  # the count is lost, not the restart time
         progress(f"  forgotten acks not counted ({type(e).__name__}: {e})")
-        return None
+        return
+    void = load.lost_in_flight(t_kill - 1.0)
+    if acks > 0:
+        counts["forgotten"].append(n)
+        counts["acks"].append(n / acks)
+    if sends > 0:
+        counts["void"].append(void / sends)
+    ack_ms, void_ms = n / max(acks, 1.0) * 1000, void / max(sends, 1.0) * 1000
+    progress(f"  {n} acks of the {acks:.0f}/s before the kill forgotten: {ack_ms:.0f} ms of "
+             f"acks; {void} publishes lost in flight: {void_ms:.0f} ms")  # fmt: skip
 
 
 def restart_probe(

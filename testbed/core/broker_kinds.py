@@ -186,7 +186,9 @@ RABBITMQ = register(
         # 1 ack forgotten on each of four calibration kills at 100 msg/s (2026-11-27); those
         # sent while the process dies are the teardown's (kill_s)
         ack_loss_s=0.01,
-        kill_s=0.028,  # signal -> process gone, calibration kills (2026-11-27)
+        # publishes lost in flight per kill at 100 msg/s: 1.9 over 9 live PCM kills (2-3, 1-3,
+        # 1-2 in three sessions, 2026-11-27); signal -> process gone took 28 ms
+        kill_s=0.019,
         prometheus_plugin=True,
         management_api=True,
         stats_poller="testbed.observe.stats:RabbitMQStatsPoller",
@@ -217,7 +219,9 @@ ACTIVEMQ = register(
         # 0 and 1 acks forgotten on two calibration kills under the run-shaped load (4 ms per
         # message, 100 msg/s; 2026-11-27); the live PCM kills counted 2, 1 and 0 duplicates
         ack_loss_s=0.005,
-        kill_s=0.024,  # signal -> process gone, calibration kills (2026-11-27)
+        # publishes lost in flight per kill at 100 msg/s: 3.6 over 9 live PCM kills (2-7 each,
+        # 2026-11-27); signal -> process gone took 24 ms
+        kill_s=0.036,
         prometheus_plugin=False,
         management_api=False,
         stats_poller="testbed.observe.stats:ActiveMQStatsPoller",

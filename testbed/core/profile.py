@@ -143,9 +143,11 @@ class RestartTime(MomentFit):
     acks_forgotten: list[int] = Field(default_factory=list)
     """Acks each measured kill forgot (at `testbed.calibration.ack_loss.RATE` msg/s)."""
     kill_s: float | None = Field(None, ge=0)
-    """Seconds a kill takes from the signal until the broker process is gone (its sockets
-    close only then: clients publish and ack into the void meanwhile); None: not measured,
-    the broker kind's figure applies (`testbed.core.availability.kill_teardown_seconds`)."""
+    """Seconds after a kill's signal that clients still publish and ack into the dying broker
+    (its sockets close only when the process has exited): the publishes the calibration kills
+    lost in flight over the publish rate, else the signal → process gone time; None: not
+    measured, the broker kind's figure applies (`testbed.core.availability.
+    kill_teardown_seconds`)."""
 
 
 class BrokerInfo(Strict):

@@ -69,8 +69,9 @@ class BrokerFaults(Protocol):
         """Read what is needed to undo faults later (once, before a timeline starts)."""
         ...
 
-    def kill(self, node: str) -> None:
-        """Crash the node (SIGKILL); it stays down until `start`."""
+    def kill(self, node: str) -> float | None:
+        """Crash the node (SIGKILL); it stays down until `start`. The seconds from the signal
+        until the process was gone, when the backend can tell."""
         ...
 
     def pause(self, node: str) -> None:
@@ -164,9 +165,9 @@ class LocalBrokerFaults:
             self._remember(node, "memory_alarm")
             self._remember(node, "disk_alarm")
 
-    def kill(self, node: str) -> None:
+    def kill(self, node: str) -> float | None:
         self.kind(node)
-        self.backend.kill_node(node)
+        return self.backend.kill_node(node)
 
     def pause(self, node: str) -> None:
         self.kind(node)

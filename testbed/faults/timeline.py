@@ -314,7 +314,7 @@ class FaultRunner:
         assert self.brokers is not None
         b = self.brokers
         node = self.node_names[ep.target]
-        do: Callable[[], None]
+        do: Callable[[], float | None]
         undo: Callable[[], None]
         if ep.action == "kill":
             do, undo = (lambda: b.kill(node)), (lambda: b.start(node))
@@ -329,10 +329,12 @@ class FaultRunner:
         lock = self._node_locks[node]
         t0 = time.monotonic()
         with lock:
-            do()
+            took = do()
         now = self.clock.now()
         more = {"node": node}
         start = {**episode_detail(ep), **more, "action_s": round(time.monotonic() - t0, 3)}
+        if ep.action == "kill" and isinstance(took, float):  # the signal: `now - teardown_s`
+            start["teardown_s"] = round(took, 4)
         self._record(now, "fault_start", ep.target, start)
         if ep.action in ("kill", "pause", "restart"):
             self._record(now, "broker_down", ep.target, {"node": node, "kind": ep.fault})

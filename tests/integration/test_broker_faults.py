@@ -336,6 +336,11 @@ def test_fault_runner_stop_heals_everything_mid_fault(
     assert all(d["rolled_back"] for _, d in ends)
     ups = sorted(d["node"] for _, k, _, d in runner.events if k == "broker_up")
     assert ups == sorted([rabbit_ep.name, amq_ep.name])
+    # the kill's row says how long the process took to go after the signal: within its action
+    (kill,) = [
+        d for _, k, _, d in runner.events if k == "fault_start" and d["kind"] == "broker_kill"
+    ]
+    assert 0.0 < kill["teardown_s"] <= kill["action_s"] + 0.001, kill
 
     # an alarm in force is cleared too
     alarm = FaultRunner(

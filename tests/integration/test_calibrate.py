@@ -83,5 +83,7 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     assert restart is not None and restart.samples == 1, restart
     assert 0.1 < restart.mean < 120 and restart.date, restart
     assert doc["restart_time"]["mean"] == restart.mean and doc["profile"] == str(out)
-    assert "broker restart 1/1: healthy after" in done.stderr
+    assert "broker restart 1/1: killed in" in done.stderr and "healthy after" in done.stderr
+    # the same kill counted the publishes it lost in flight: how long clients talked to it
+    assert "publishes lost in flight" in done.stderr and restart.kill_s is not None, restart
     assert not list((home / "runs").glob("*/state.json")), "the calibration's broker was left"

@@ -43,7 +43,7 @@ from emulator.sim.depth import DepthStream
 from emulator.sim.select import quantiles
 from emulator.sim.spool import SideFile
 from testbed.core.figures import finite, median, t_interval
-from testbed.core.ledger import codes, message_index
+from testbed.core.ledger import codes, float_column, message_index
 from testbed.core.records import OUTCOMES, Ledger
 
 Key = tuple[str, str | None, str | None]  # (metric, queue, flow)
@@ -68,11 +68,6 @@ def mean_ci(values: Iterable[float]) -> tuple[float | None, list[float] | None]:
     """Mean and Student-t 95 % interval of finite values (interval None below two values)."""
     x = finite(values)
     return (float(x.mean()) if len(x) else None), t_interval(x)
-
-
-def _numbers(column: pa.ChunkedArray) -> np.ndarray:
-    """A float column as numpy, nulls as NaN."""
-    return np.asarray(pc.fill_null(column, np.nan).to_numpy(zero_copy_only=False), dtype=float)
 
 
 _LAT_ROW = np.dtype([("lat", "<f8"), ("q", "<i4"), ("f", "<i4")])
@@ -223,7 +218,7 @@ def replication_metrics(
     """Every figure of one replication's tables, keyed by (metric, queue, flow)."""
     fs = FigureStream(load_window(tables["events"]))
     msgs = tables["messages"]
-    t_pub = _numbers(msgs["t_publish"])
+    t_pub = float_column(msgs["t_publish"])
     flow, flows = codes(msgs["flow"])
     dels = tables["deliveries"]
     acked = dels.select(["msg_id", "queue", "t_done", "latency_s"]).filter(
@@ -233,8 +228,8 @@ def replication_metrics(
     known = idx >= 0
     queue, queues = codes(acked["queue"])
     fs.add_acked(
-        _numbers(acked["t_done"])[known],
-        _numbers(acked["latency_s"])[known],
+        float_column(acked["t_done"])[known],
+        float_column(acked["latency_s"])[known],
         t_pub[idx[known]],
         queue[known],
         flow[idx[known]],
@@ -248,15 +243,15 @@ def replication_metrics(
         _codes_in(dels["queue"], names)[seen],
         _codes_in(dels["outcome"], list(OUTCOMES))[seen],
         t_pub[m_all[seen]],
-        _numbers(dels["t_deliver"])[seen],
-        _numbers(dels["t_done"])[seen],
+        float_column(dels["t_deliver"])[seen],
+        float_column(dels["t_done"])[seen],
     )
     fs.messages(
         {
             "flow": flow,
-            "t_intended": _numbers(msgs["t_intended"]),
+            "t_intended": float_column(msgs["t_intended"]),
             "t_publish": t_pub,
-            "t_confirm": _numbers(msgs["t_confirm"]),
+            "t_confirm": float_column(msgs["t_confirm"]),
             "msg": np.arange(len(t_pub)),
             "dest": _codes_in(msgs["queue"], names),
         }

@@ -33,7 +33,14 @@ replication costs tens of MB, not a Python set of strings.
 
 from __future__ import annotations
 
-__all__ = ["compute_ledger", "message_index", "codes", "write_ledgers", "LEDGER_FILE"]
+__all__ = [
+    "compute_ledger",
+    "message_index",
+    "codes",
+    "float_column",
+    "write_ledgers",
+    "LEDGER_FILE",
+]
 
 from pathlib import Path
 
@@ -57,6 +64,18 @@ def codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     enc = pc.dictionary_encode(arr)
     idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     return idx, [str(v) for v in enc.dictionary.to_pylist()]
+
+
+def float_column(column: pa.ChunkedArray) -> np.ndarray:
+    """A numeric column as float numpy, nulls as NaN."""
+    return np.asarray(
+        pc.fill_null(pc.cast(column, pa.float64()), float("nan")).to_numpy(zero_copy_only=False),
+        dtype=np.float64,
+    )
+
+
+LEDGER_FILE = "ledger.json"
+"""The whole side's ledger: the sum over its replications (one replication: that one)."""
 
 
 def _mask(n: int, rows: np.ndarray) -> np.ndarray:
@@ -116,27 +135,17 @@ def _order_violations(
     if not known.any():
         return 0
     stream, _ = codes(messages["producer"])
-    seq = publish_sequence(_floats(messages["t_publish"]), _floats(messages["t_intended"]))
+    seq = publish_sequence(
+        float_column(messages["t_publish"]), float_column(messages["t_intended"])
+    )
     rows = acked_idx[known]
     return order_violations(
         qcode[known],
         stream[rows],
         seq[rows],
-        _floats(acked["t_done"])[known],
-        _floats(acked["t_deliver"])[known],
+        float_column(acked["t_done"])[known],
+        float_column(acked["t_deliver"])[known],
     )
-
-
-def _floats(column: pa.ChunkedArray) -> np.ndarray:
-    """A float column as numpy, nulls as NaN."""
-    return np.asarray(
-        pc.fill_null(pc.cast(column, pa.float64()), float("nan")).to_numpy(zero_copy_only=False),
-        dtype=np.float64,
-    )
-
-
-LEDGER_FILE = "ledger.json"
-"""The whole side's ledger: the sum over its replications (one replication: that one)."""
 
 
 def write_ledgers(side_dir: Path, ledgers: list[Ledger]) -> Path:

@@ -24,11 +24,13 @@ of the live workload, so the figure holds for the client library the runs use.
 
 from __future__ import annotations
 
-__all__ = ["LOAD_S", "RATE", "AckLoad"]
+__all__ = ["LOAD_S", "RATE", "AckLoad", "KillLosses"]
 
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from testbed.backends.base import BrokerEndpoint
@@ -57,6 +59,25 @@ QUEUE = "mqbed-cal-ack-loss"
 """The load's durable queue (emptied before each load; left empty after it)."""
 
 
+@dataclass(frozen=True)
+class KillLosses:
+    """What one kill under the load lost."""
+
+    forgotten: int
+    """Messages acked before the kill ended that came back after the restart."""
+    ack_rate: float
+    """Acks per second in the second before the kill."""
+    lost_in_flight: int
+    """Publishes never confirmed, never consumed and not in the queue after the restart."""
+    send_rate: float
+    """Publishes per second in the second before the kill."""
+
+
+def _per_second_before(times: Iterable[float], t: float) -> float:
+    """How many of `times` fall in the second before `t`."""
+    return float(sum(1 for x in times if t - 1.0 <= x < t))
+
+
 class AckLoad:
     """An acked persistent load on a durable queue of its own, running until a kill."""
 
@@ -66,7 +87,6 @@ class AckLoad:
         self.sent: dict[str, float] = {}  # msg id -> publish time
         self.confirmed: set[str] = set()
         self.back: set[str] = set()  # what the drain after the restart found
-        self.error: str | None = None
         self.adapter: Any = make_adapter(endpoint, client)
         self.adapter.connect()
         self.adapter.declare([QueueDecl(self.queue, durable=True)])
@@ -92,19 +112,11 @@ class AckLoad:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def rate_before(self, t: float) -> float:
-        """Acks per second in the second before monotonic time `t`."""
-        return float(sum(1 for a in self.acked.values() if t - 1.0 <= a < t))
-
-    def sends_before(self, t: float) -> float:
-        """Publishes per second in the second before monotonic time `t`."""
-        return float(sum(1 for s in self.sent.values() if t - 1.0 <= s < t))
-
     def _run(self, rate: float, limit_s: float) -> None:
         try:
             self._loop(rate, limit_s)
-        except Exception as e:  # the kill breaks the connection: that ends the load
-            self.error = f"{type(e).__name__}: {e}"
+        except Exception:  # the kill breaks the connection: that ends the load
+            return
 
     def _loop(self, rate: float, limit_s: float) -> None:
         producer = self.adapter.producer(
@@ -135,20 +147,26 @@ class AckLoad:
             d.ack()
             self.acked[d.msg_id] = time.monotonic()
 
-    def lost_in_flight(self, since: float) -> int:
-        """After `forgotten`: publishes sent from monotonic time `since` on that were never
-        confirmed, never consumed and not in the queue after the restart — sent into a dying
-        broker."""
-        gone = set(self.sent) - self.confirmed - set(self.acked) - self.back
-        return sum(1 for m in gone if self.sent[m] >= since)
-
     def abort(self) -> None:
         """Drop the connection (the broker was killed under it)."""
         self.adapter.abort()
 
-    def forgotten(self, endpoint: BrokerEndpoint, before: float) -> int:
-        """After the restart: drain the queue (acking); how many of the messages acked before
-        monotonic time `before` (the end of the kill) came back."""
+    def losses(self, endpoint: BrokerEndpoint, t_kill: float, t_killed: float) -> KillLosses:
+        """After the restart (the kill began at monotonic `t_kill` and ended at `t_killed`):
+        drain the queue, then count what the kill lost."""
+        self._drain(endpoint)
+        forgotten = len(self.back & {m for m, t in self.acked.items() if t < t_killed})
+        gone = set(self.sent) - self.confirmed - set(self.acked) - self.back
+        void = sum(1 for m in gone if self.sent[m] >= t_kill - 1.0)
+        return KillLosses(
+            forgotten=forgotten,
+            ack_rate=_per_second_before(self.acked.values(), t_kill),
+            lost_in_flight=void,
+            send_rate=_per_second_before(self.sent.values(), t_kill),
+        )
+
+    def _drain(self, endpoint: BrokerEndpoint) -> None:
+        """Consume (and ack) what the queue holds after the restart into `back`."""
         adapter: Any = make_adapter(endpoint, self.client)
         adapter.connect()
         try:
@@ -166,4 +184,3 @@ class AckLoad:
             consumer.close()
         finally:
             adapter.close()
-        return len(self.back & {m for m, t in self.acked.items() if t < before})

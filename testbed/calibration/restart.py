@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from testbed.backends.base import BrokerEndpoint
-from testbed.calibration.ack_loss import LOAD_S, AckLoad
+from testbed.calibration.ack_loss import LOAD_S, AckLoad, KillLosses
 from testbed.core.faultplan import is_broker_target
 from testbed.core.profile import RestartTime
 
@@ -67,7 +67,7 @@ def measure_restart(
     dying broker (`testbed.calibration.ack_loss`; without a load, the signal → gone time)."""
     samples: list[float] = []
     kills: list[float] = []
-    counts: dict[str, list[float]] = {"acks": [], "void": [], "forgotten": []}
+    losses: list[KillLosses] = []
     for i in range(repeats):
         load = _acked_load(backend, node, client, progress)
         if load is not None:
@@ -85,16 +85,20 @@ def measure_restart(
                  f"healthy after {samples[-1]:.1f} s")  # fmt: skip
         if load is not None:
             load.stop()
-            _count_losses(load, _endpoint(backend, node), t_kill, t0, progress, counts)
+            lost = _count_losses(load, _endpoint(backend, node), t_kill, t0, progress)
+            if lost is not None:
+                losses.append(lost)
     sd = statistics.stdev(samples) if len(samples) > 1 else 0.0
-    windows, voids = counts["acks"], counts["void"]
+    acked = [k for k in losses if k.ack_rate > 0]
+    windows = [k.forgotten / k.ack_rate for k in acked]
+    voids = [k.lost_in_flight / k.send_rate for k in losses if k.send_rate > 0]
     return RestartTime(
         mean=round(statistics.fmean(samples), 3),
         sd=round(sd, 3),
         samples=len(samples),
         date=datetime.now(UTC).isoformat(timespec="seconds"),
         ack_loss_s=round(statistics.fmean(windows), 4) if windows else None,
-        acks_forgotten=[int(n) for n in counts["forgotten"]],
+        acks_forgotten=[k.forgotten for k in acked],
         kill_s=round(statistics.fmean(voids or kills), 4),
     )
 
@@ -121,28 +125,23 @@ def _count_losses(
     load: AckLoad,
     endpoint: BrokerEndpoint,
     t_kill: float,
-    t_done: float,
+    t_killed: float,
     progress: Callable[[str], None],
-    counts: dict[str, list[float]],
-) -> None:
-    """After the restart: the acks the kill forgot (window = count / ack rate) and the
-    publishes it lost in flight (window = count / publish rate) into `counts`."""
-    acks, sends = load.rate_before(t_kill), load.sends_before(t_kill)
+) -> KillLosses | None:
+    """After the restart: the acks the kill forgot and the publishes it lost in flight (None
+    when the queue could not be read)."""
     load.abort()
     try:
-        n = load.forgotten(endpoint, t_done)
+        lost = load.losses(endpoint, t_kill, t_killed)
     except Exception as e:  # the count is lost, not the restart time
         progress(f"  forgotten acks not counted ({type(e).__name__}: {e})")
-        return
-    void = load.lost_in_flight(t_kill - 1.0)
-    if acks > 0:
-        counts["forgotten"].append(n)
-        counts["acks"].append(n / acks)
-    if sends > 0:
-        counts["void"].append(void / sends)
-    ack_ms, void_ms = n / max(acks, 1.0) * 1000, void / max(sends, 1.0) * 1000
-    progress(f"  {n} acks of the {acks:.0f}/s before the kill forgotten: {ack_ms:.0f} ms of "
-             f"acks; {void} publishes lost in flight: {void_ms:.0f} ms")  # fmt: skip
+        return None
+    ack_ms = lost.forgotten / max(lost.ack_rate, 1.0) * 1000
+    void_ms = lost.lost_in_flight / max(lost.send_rate, 1.0) * 1000
+    progress(f"  {lost.forgotten} acks of the {lost.ack_rate:.0f}/s before the kill forgotten: "
+             f"{ack_ms:.0f} ms of acks; {lost.lost_in_flight} publishes lost in flight: "
+             f"{void_ms:.0f} ms")  # fmt: skip
+    return lost
 
 
 def restart_probe(

@@ -112,7 +112,7 @@ def offered_load(s: Scenario) -> dict[str, QueueLoad]:
         mean_s = work / n if n else 0.0
         spec = s.queue(q)
         vis = spec.visibility if spec is not None else None
-        hold = float(vis.timeout) if holds_head_of_line(vis) else 0.0  # type: ignore[union-attr]
+        hold = float(vis.timeout) if vis is not None and holds_head_of_line(vis) else 0.0
         if rate == 0:
             rho = 0.0
         elif n == 0:

@@ -159,7 +159,8 @@ def run_scenario(
 
     The prediction uses ``profile`` when given; otherwise (``calibration``) ``"auto"``: this
     machine's cached profile, measured first by a quick calibration of the client path on the
-    run's broker when there is none (:mod:`testbed.calibration.machine`); ``"cached"``: the
+    run's broker when there is none (:mod:`testbed.calibration.machine`); ``"fresh"``: the
+    client path measured again now on the run's broker, and cached; ``"cached"``: the
     cached profile if any, else the shipped one; ``"shipped"``: the shipped profile.
 
     ``overrides`` (``mqbed run --rate/--duration/--set ...``) change the scenario before it is

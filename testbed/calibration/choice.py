@@ -3,6 +3,10 @@
 - an explicit ``--profile FILE``: that file;
 - ``auto`` (the default): this machine's cached profile for the broker version and client
   library, measured first when there is none (:func:`testbed.calibration.machine.machine_profile`);
+- ``fresh``: as ``auto``, but the client path is measured again now, on the run's broker, and
+  cached: a machine of this class changes speed by ±25 % within minutes (the client operations'
+  CPU cost measured 45 % apart three hours apart on one machine), and a prediction is only as
+  current as its profile;
 - ``cached``: the cached profile if there is one, else the shipped profile (never measures);
 - ``shipped``: the profile shipped in ``deploy/calibration/``.
 
@@ -30,7 +34,7 @@ from testbed.core.profile import RestartTime, default_profile, load_profile, shi
 from testbed.core.scenario import Scenario
 from testbed.exceptions import ConfigurationError
 
-CALIBRATION_MODES = ("auto", "cached", "shipped")
+CALIBRATION_MODES = ("auto", "fresh", "cached", "shipped")
 
 
 def _shipped(kind: str, client: str) -> ProfileChoice:
@@ -70,7 +74,7 @@ def choose_profile(
             f"--calibration {calibration!r}: expected one of {', '.join(CALIBRATION_MODES)}"
         )
     kind, client = scenario.broker.kind, scenario.broker.client or ""
-    if profile is not None or calibration != "auto":
+    if profile is not None or calibration not in ("auto", "fresh"):
         return profile_without_broker(scenario, home, profile, calibration)
     choice = machine_profile(
         home,
@@ -80,6 +84,7 @@ def choose_profile(
         replicate=replicate,
         progress=progress,
         broker_pids=broker_pids,
+        fresh=calibration == "fresh",
     )
     known = choice.profile.restart_time
     if restart_probe is None or (known is not None and known.kill_s is not None):

@@ -157,6 +157,17 @@ def _quieter(new: ClientPath, old: ClientPath) -> bool:
     return b is None or (a is not None and a < b)
 
 
+def _keep_old(new: ClientPath, old: ClientPath, lacking: bool, fresh: bool) -> bool:
+    """Whether a new measurement loses to the cached one: never to one that lacks a
+    measurement; a fresh one keeps the new unless only the new was taken busy; a re-measure of
+    a busy profile keeps the quieter."""
+    if lacking:
+        return False
+    if fresh:
+        return new.provenance.taken_busy and not old.provenance.taken_busy
+    return not _quieter(new, old)
+
+
 def machine_profile(
     home: Path,
     *,
@@ -166,22 +177,27 @@ def machine_profile(
     replicate: Replicate,
     progress: Callable[[str], None] = lambda line: None,
     broker_pids: Sequence[int] = (),
+    fresh: bool = False,
 ) -> ProfileChoice:
     """The cached profile for this host, broker version and client, measured first if none.
 
     A cached profile measured while other work kept the machine busy is measured again, and
     the quieter of the two kept: a busy calibration is not this machine's profile for good. One
     that lacks a measurement a current calibration makes (`ClientPath.missing`) is measured
-    again."""
+    again. ``fresh``: the client path is measured again whatever the cache holds, and the new
+    measurement kept unless it was taken busy where the cached one was not."""
     found = cached_profile(home, kind, client, version)
     old = found.profile.client_path if found is not None else None
     lacks = old.missing() if old is not None else None
-    stale = lacks is not None
-    if found is not None and (old is None or not (old.provenance.taken_busy or stale)):
+    again = lacks is not None or (fresh and old is not None)
+    if found is not None and (old is None or not (old.provenance.taken_busy or again)):
         return found
-    if stale:
+    if lacks is not None:
         progress(f"this machine's cached profile predates the measurement of {lacks}: "
                  "measuring again")  # fmt: skip
+    elif fresh and old is not None:
+        progress(f"measuring this machine's client path again (--calibration fresh; the "
+                 f"cached one is from {old.provenance.date})")  # fmt: skip
     elif old is not None:
         progress(f"this machine's cached profile was measured while other work kept it busy "
                  f"({_cores(old.provenance.foreign_cores)}): measuring again")  # fmt: skip
@@ -196,7 +212,7 @@ def machine_profile(
         command="mqbed run (quick calibration of the client path)",
         broker_pids=broker_pids,
     )
-    if found is not None and old is not None and not stale and not _quieter(cp, old):
+    if found is not None and old is not None and _keep_old(cp, old, lacks is not None, fresh):
         progress("the machine is still busy; keeping the quieter cached measurement")
         return found
     if cp.provenance.busy:

@@ -28,7 +28,7 @@ when none answers), or ``auto`` (testcontainers when an engine answers, else loc
 Ini options: ``mqbed_home`` (testbed home: brokers' files, calibration cache; default a fresh
 directory of the session), ``mqbed_calibration`` (the prediction's profile: ``cached``
 (default: this home's cached profile, else the shipped one; never calibrates), ``auto``,
-``shipped``), ``mqbed_startup_timeout`` (seconds, default 120).
+``fresh``, ``shipped``), ``mqbed_startup_timeout`` (seconds, default 120).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "mqbed_home", "testbed home, relative to rootdir (default: a fresh one)", default=""
     )
     parser.addini(
-        "mqbed_calibration", "prediction profile: cached | auto | shipped", default="cached"
+        "mqbed_calibration", "prediction profile: cached | auto | fresh | shipped", default="cached"
     )
     parser.addini("mqbed_startup_timeout", "seconds a broker may take to start", default="120")
 

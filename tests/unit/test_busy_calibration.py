@@ -38,7 +38,7 @@ def shipped() -> Profile:
 
 
 def _run(
-    home: Path, monkeypatch: pytest.MonkeyPatch, measured: ClientPath
+    home: Path, monkeypatch: pytest.MonkeyPatch, measured: ClientPath, fresh: bool = False
 ) -> tuple[ProfileChoice, int, list[str]]:
     calls: list[int] = []
     lines: list[str] = []
@@ -49,7 +49,8 @@ def _run(
 
     monkeypatch.setattr(machine, "measure_client_path", measure)
     choice = machine_profile(home, kind="rabbitmq", client="pika", version="3.10.8",
-                             replicate=None, progress=lines.append)  # type: ignore[arg-type]  # fmt: skip
+                             replicate=None, progress=lines.append,  # type: ignore[arg-type]
+                             fresh=fresh)  # fmt: skip
     return choice, len(calls), lines
 
 
@@ -119,3 +120,29 @@ def test_a_cached_profile_without_the_cpu_per_operation_is_measured_again(
     assert calls == 1 and choice.origin == "calibrated"
     assert any("predates the measurement" in line for line in lines), lines
     assert load_profile(path).client_path.cpu_per_op == 0.0003  # type: ignore[union-attr]
+
+
+def test_fresh_measures_a_quiet_cached_profile_again_and_keeps_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile
+) -> None:
+    """``--calibration fresh``: the machine's speed changes within minutes, so the run measures
+    its client path now even when a quiet one is cached, and caches the new one."""
+    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
+    write_profile(_with_load(shipped, 0.1, False), path)
+    new = _with_load(shipped, 0.3, False).client_path
+    choice, calls, lines = _run(tmp_path, monkeypatch, new, fresh=True)  # type: ignore[arg-type]
+    assert calls == 1 and choice.origin == "calibrated"
+    assert any("--calibration fresh" in line and "load 0.1" in line for line in lines), lines
+    assert load_profile(path).client_path.provenance.foreign_cores == 0.3  # type: ignore[union-attr]
+
+
+def test_fresh_keeps_a_quiet_cached_profile_over_a_busy_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile
+) -> None:
+    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
+    write_profile(_with_load(shipped, 0.1, False), path)
+    busy = _with_load(shipped, 1.5, True).client_path
+    choice, calls, lines = _run(tmp_path, monkeypatch, busy, fresh=True)  # type: ignore[arg-type]
+    assert calls == 1 and choice.origin == "cached"
+    assert load_profile(path).client_path.provenance.foreign_cores == 0.1  # type: ignore[union-attr]
+    assert any("keeping the quieter" in line for line in lines), lines

@@ -159,9 +159,8 @@ def run_scenario(
 
     The prediction uses ``profile`` when given; otherwise (``calibration``) ``"auto"``: this
     machine's cached profile, measured first by a quick calibration of the client path on the
-    run's broker when there is none (:mod:`testbed.calibration.machine`); ``"fresh"``: the
-    client path measured again now on the run's broker, and cached; ``"cached"``: the
-    cached profile if any, else the shipped one; ``"shipped"``: the shipped profile.
+    run's broker when there is none (:mod:`testbed.calibration.machine`); ``"fresh"``: measured
+    again now; ``"cached"``: the cached profile, else the shipped one; ``"shipped"``: that one.
 
     ``overrides`` (``mqbed run --rate/--duration/--set ...``) change the scenario before it is
     validated; the run directory's ``scenario.yaml`` is the scenario with them."""

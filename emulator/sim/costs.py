@@ -158,15 +158,24 @@ class Costs:
 
 
 def derive_costs(
-    profile: Profile, model: str, threads: int | StageThreads, memory_limit: float
+    profile: Profile,
+    model: str,
+    threads: int | StageThreads,
+    memory_limit: float,
+    *,
+    table_stages: bool = False,
 ) -> Costs:
-    """Costs for service model ``model`` with ``threads`` broker threads (threads model)."""
+    """Costs for service model ``model`` with ``threads`` broker threads (threads model).
+
+    ``table_stages``: the simulator, which draws a measured client path's tables, takes the
+    broker's stages as `_broker_stages` fits them under those tables; the closed forms keep the
+    profile's laws (their Jackson and M/M/c stations need exponential stages)."""
     d = profile.network_delay
     ref = profile.reference_size
     qs = profile.queue_service
     co = profile.confirm_overhead
     w = profile.write_time
-    queue_a, receive, dispatch = _broker_stages(profile, model)
+    queue_a, receive, dispatch = _broker_stages(profile, model, table_stages)
     if model == "amqp":
         residual = w.distribution(-(2 * d + queue_a + qs.b * ref + co.at(ref)))
     elif model == "threads":
@@ -209,7 +218,9 @@ def _confirms_measured(profile: Profile, model: str) -> bool:
     return cp is not None and model in ("amqp", "threads") and any(p.confirms for p in cp.delivery)
 
 
-def _broker_stages(profile: Profile, model: str) -> tuple[float, Fitted, Fitted]:
+def _broker_stages(
+    profile: Profile, model: str, under_tables: bool
+) -> tuple[float, Fitted, Fitted]:
     """The broker's stages on the delivery path: amqp's queue-process constant ``queue_a``,
     threads' receive and dispatch service laws.
 
@@ -224,7 +235,7 @@ def _broker_stages(profile: Profile, model: str) -> tuple[float, Fitted, Fitted]
     qa = profile.queue_service.a
     rec, dis = profile.threads.receive, profile.threads.dispatch
     cp = profile.client_path
-    if cp is None or model not in ("amqp", "threads"):
+    if not under_tables or cp is None or model not in ("amqp", "threads"):
         return qa, rec.distribution(), dis.distribution()
     room = max(min(p.table.floor for p in cp.delivery) - 2 * profile.network_delay, 0.0)
     if model == "amqp":

@@ -83,7 +83,8 @@ class Model:
         self.link: Links | None = None  # ``links`` once one is registered
         kind = s.broker.model or "amqp"
         threads = s.broker.threads
-        self.costs = derive_costs(profile, kind, threads, float(s.broker.memory_limit))
+        limit = float(s.broker.memory_limit)
+        self.costs = derive_costs(profile, kind, threads, limit, table_stages=True)
         self.broker = make_broker(
             kind, self.kernel, self.costs, self.rec.m_size, s.seed, replication
         )

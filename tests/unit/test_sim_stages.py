@@ -66,13 +66,15 @@ def test_with_a_client_path_threads_stages_are_constant_and_fit_under_the_fastes
     None
 ):
     p = _profile("activemq", "stomp")
-    c = derive_costs(p, "threads", 1, 1e9)
+    c = derive_costs(p, "threads", 1, 1e9, table_stages=True)
     assert isinstance(c.receive, Deterministic) and isinstance(c.dispatch, Deterministic)
     room = SAMPLE.min() - 2 * p.network_delay
     assert float(c.receive.mean + c.dispatch.mean) == pytest.approx(room, rel=1e-6)
     assert float(c.receive.mean) == pytest.approx(float(c.dispatch.mean))  # the split is kept
     # a profile whose stages already fit keeps their means
-    small = derive_costs(_profile("activemq", "stomp", stage_mean=0.00005), "threads", 1, 1e9)
+    small = derive_costs(
+        _profile("activemq", "stomp", stage_mean=0.00005), "threads", 1, 1e9, table_stages=True
+    )
     assert float(small.receive.mean) == pytest.approx(0.00005)
     # the residual table keeps the measured floor: nothing is cut off at zero
     table = c.residual_table(100.0, 200.0, persistent=False)
@@ -95,8 +97,13 @@ def test_a_measured_confirmed_table_is_not_charged_the_confirm_overhead_again() 
 
 def test_with_a_client_path_the_amqp_queue_process_fits_under_the_fastest_delivery() -> None:
     p = _profile("rabbitmq", "pika")
-    c = derive_costs(p, "amqp", 1, 1e9)
+    c = derive_costs(p, "amqp", 1, 1e9, table_stages=True)
     assert c.queue_a == pytest.approx(SAMPLE.min() - 2 * p.network_delay, rel=1e-6)
+    # the closed forms keep the profile's stages (their stations need exponential service)
+    assert derive_costs(p, "amqp", 1, 1e9).queue_a == pytest.approx(0.0004)
+    closed = derive_costs(_profile("activemq", "stomp"), "threads", 1, 1e9)
+    assert not isinstance(closed.receive, Deterministic)
+    assert float(closed.receive.mean) == pytest.approx(0.0002)
 
 
 SCENARIO = """

@@ -14,12 +14,15 @@ processes when there are several — and writes into ``<out_dir>/predicted/``:
   (`testbed.core.ledger.write_ledgers`); the across-replication mean and CI are in
   ``summary.json``'s ``ledger`` section;
 - ``summary.json``: per metric the median across replications — the figure the report judges —
-  with the mean and its 95 % interval (see ``emulator.sim.summary``).
+  with the mean and its 95 % interval (see ``emulator.sim.summary``);
+- ``profile.yaml``: the calibration profile exactly as predicted with (both methods). A cached
+  profile is measured again over time (``mqbed run --calibration fresh``), so the run keeps its
+  own copy: ``mqbed predict scenario.yaml --profile predicted/profile.yaml`` predicts it again.
 
 ``method="analytic"`` answers from the closed forms (``emulator.closed_form``) when the scenario
 meets their assumptions, and otherwise raises ``PredictionError`` naming the assumption that
 fails. It writes only ``summary.json`` (point values, no intervals, ``method: analytic``): the
-closed forms give steady-state means, not records.
+closed forms give steady-state means, not records (and ``profile.yaml``).
 
 A prediction reads the scenario and the profile only; it never opens measured data.
 """
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import yaml
 
 from emulator.closed_form import analytic_figures
 from emulator.errors import PredictionError
@@ -186,6 +190,7 @@ def _predict_analytic(
     """The closed forms' steady-state means as ``summary.json``, the only file written."""
     figures = analytic_figures(s, prof)  # refuses before anything is written
     out.mkdir(parents=True, exist_ok=True)
+    _write_profile(out, prof)
     body = summarize([figures])
     summary = {
         **header,
@@ -213,6 +218,7 @@ def _simulate(
 ) -> PredictionResult:
     """Run `n` replications of the SimPy model and write their records, ledgers and summary."""
     out.mkdir(parents=True, exist_ok=True)
+    _write_profile(out, prof)
     spool = out / ".stream"  # the replications' part files, merged below
     shutil.rmtree(spool, ignore_errors=True)
     results = _run(s, prof, n, spool, processes, progress)
@@ -322,4 +328,12 @@ def _write_json(path: Path, data: dict[str, Any]) -> Path:
     """Written atomically and fsynced: an interrupted prediction leaves the old file or the
     whole new one, never a torn one."""
     atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def _write_profile(out: Path, prof: Profile) -> Path:
+    """The profile of this prediction, loadable by ``load_profile`` (``--profile``)."""
+    text = yaml.safe_dump(prof.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    path = out / "profile.yaml"
+    atomic_write_text(path, "# The calibration profile this prediction used.\n" + text)
     return path

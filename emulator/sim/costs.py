@@ -119,6 +119,19 @@ class Costs:
         cp = self.profile.client_path
         return None if cp is None else cp.confirm_table(total_rate)
 
+    def confirm_extra(self, persistent: bool) -> tuple[float, float]:
+        """A confirming producer's overhead on the publish path, ``(a, b)`` of a + b·size.
+        None for persistent messages when the client path measured confirmed persistent
+        deliveries: those draw from that table, which holds the confirm-mode publish already
+        (counted twice before: +0.11 ms on RabbitMQ). Transient confirmed messages draw from
+        the transient points, measured from a producer that does not ask for confirms
+        (`ClientPath.delivery_table`), so they pay it."""
+        cp = self.profile.client_path
+        measured = cp is not None and any(p.confirms and p.persistent for p in cp.delivery)
+        if persistent and measured and self.model in ("amqp", "threads"):
+            return 0.0, 0.0
+        return self.confirm_over_a, self.confirm_over_b
+
     def hold_table(self, total_rate: float) -> QuantileTable | None:
         """The consumer's measured hold beyond its service time (None: use ``read``)."""
         cp = self.profile.client_path
@@ -189,8 +202,8 @@ def derive_costs(
         queue_b=qs.b if model == "amqp" else 0.0,
         persist_a=profile.persistence.a,
         persist_b=profile.persistence.b,
-        confirm_over_a=0.0 if _confirms_measured(profile, model) else co.a,
-        confirm_over_b=0.0 if _confirms_measured(profile, model) else co.b,
+        confirm_over_a=co.a,
+        confirm_over_b=co.b,
         prefetch_over_a=profile.prefetch_overhead.a,
         prefetch_over_b=profile.prefetch_overhead.b,
         per_destination=profile.routing.per_destination,
@@ -207,15 +220,6 @@ def derive_costs(
         memory_threshold=memory_limit * profile.memory.high_watermark,
         profile=profile,
     )
-
-
-def _confirms_measured(profile: Profile, model: str) -> bool:
-    """Whether the delivery tables of confirming producers are measured (a client path with
-    confirmed points): their publish → handler delay then holds the confirm-mode publish's
-    own overhead, and adding ``confirm_overhead`` on top would count it twice (0.11 ms on every
-    delivery of the RabbitMQ quickstart, whose producers ask for confirms)."""
-    cp = profile.client_path
-    return cp is not None and model in ("amqp", "threads") and any(p.confirms for p in cp.delivery)
 
 
 def _broker_stages(

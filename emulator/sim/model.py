@@ -239,7 +239,7 @@ class Model:
                 publish_cost=co.publish.sampler(self._stream(base + ":publish"), batch),
                 confirms=spec.confirms,
                 persistent=spec.persistent,
-                confirm_extra=(co.confirm_over_a, co.confirm_over_b),
+                confirm_extra=co.confirm_extra(spec.persistent),
                 start=start,
                 stop=stop,
                 max_messages=spec.max_messages,

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.errors import PredictionError
 from emulator.predict import PredictionResult, predict
-from testbed.core.profile import Profile, default_profile
+from testbed.core.profile import Profile, default_profile, load_profile
 from testbed.core.records import SCHEMAS, Ledger
 from testbed.core.scenario_loader import parse_scenario
 from testbed.exceptions import ConfigurationError, MqbedError
@@ -60,6 +60,18 @@ def test_predict_writes_every_table_with_exactly_the_record_schemas(
         "load",
         "drain",
     ]
+
+
+def test_the_prediction_keeps_its_profile_and_predicts_again_from_it(
+    quickstart_prediction: PredictionResult, tmp_path: Path
+) -> None:
+    """A cached profile is measured again over time: the run keeps the one it predicted with,
+    and predicting from that copy gives the same figures (same seeds, same profile)."""
+    out = quickstart_prediction.out_dir
+    kept = load_profile(out / "profile.yaml")
+    assert kept == default_profile("rabbitmq")
+    again = predict(QUICKSTART, tmp_path, replications=3, processes=2, profile=out / "profile.yaml")
+    assert again.summary["metrics"] == quickstart_prediction.summary["metrics"]
 
 
 def test_predict_writes_ledgers_per_replication(quickstart_prediction: PredictionResult) -> None:
@@ -122,7 +134,8 @@ def test_analytic_agrees_with_simulate_on_quickstart_like_input(tmp_path: Path) 
         want = sim.metric(name)["predicted"]
         assert a.metric(name)["predicted"] == pytest.approx(want, rel=0.20), name
     assert a.metric("latency_mean_s")["predicted_ci"] is None
-    assert sorted(p.name for p in (tmp_path / "a" / "predicted").iterdir()) == ["summary.json"]
+    written = sorted(p.name for p in (tmp_path / "a" / "predicted").iterdir())
+    assert written == ["profile.yaml", "summary.json"]
 
 
 def test_analytic_is_exact_for_a_zero_cost_profile(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ SAMPLE = 0.00022 + RNG.gamma(2.0, 0.00015, 4000)  # floor 0.22 ms, median ~0.47 
 def _path(kind: str, client: str) -> ClientPath:
     table = quantile_table(SAMPLE)
     points = [
-        PathPoint(rate=r, size=s, confirms=c, table=table)
+        PathPoint(rate=r, size=s, persistent=c, confirms=c, table=table)
         for r in (10, 400)
         for s in (200, 16_000)
         for c in (False, True)
@@ -81,18 +81,22 @@ def test_with_a_client_path_threads_stages_are_constant_and_fit_under_the_fastes
     assert table is not None and table.q[1] > 0.0
 
 
-def test_a_measured_confirmed_table_is_not_charged_the_confirm_overhead_again() -> None:
+def test_only_messages_drawn_from_a_confirmed_table_skip_the_confirm_overhead() -> None:
+    """Confirmed persistent messages draw from the confirmed table, which holds the
+    confirm-mode publish; transient confirmed ones draw from the transient points, measured
+    from a producer that does not confirm, and pay the overhead."""
     p = _profile("rabbitmq", "pika")
     p = p.model_copy(update={"confirm_overhead": p.confirm_overhead.model_copy(update={"a": 3e-4})})
-    assert derive_costs(p, "amqp", 1, 1e9).confirm_over_a == 0.0
-    without = p.model_copy(update={"client_path": None})
-    assert derive_costs(without, "amqp", 1, 1e9).confirm_over_a == pytest.approx(3e-4)
-    # a client path without confirmed points: the overhead is still the profile's
+    c = derive_costs(p, "amqp", 1, 1e9)
+    assert c.confirm_extra(persistent=True) == (0.0, 0.0)
+    assert c.confirm_extra(persistent=False)[0] == pytest.approx(3e-4)
+    without = derive_costs(p.model_copy(update={"client_path": None}), "amqp", 1, 1e9)
+    assert without.confirm_extra(persistent=True)[0] == pytest.approx(3e-4)
     cp = p.client_path
     assert cp is not None
-    transient = cp.model_copy(update={"delivery": [x for x in cp.delivery if not x.confirms]})
-    older = p.model_copy(update={"client_path": transient})
-    assert derive_costs(older, "amqp", 1, 1e9).confirm_over_a == pytest.approx(3e-4)
+    plain = cp.model_copy(update={"delivery": [x for x in cp.delivery if not x.confirms]})
+    older = derive_costs(p.model_copy(update={"client_path": plain}), "amqp", 1, 1e9)
+    assert older.confirm_extra(persistent=True)[0] == pytest.approx(3e-4)
 
 
 def test_with_a_client_path_the_amqp_queue_process_fits_under_the_fastest_delivery() -> None:
@@ -114,7 +118,8 @@ warmup: 2s
 broker: {{kind: {kind}, client: {client}}}
 topology: {{queues: [{{name: q}}]}}
 producers:
-  - {{name: p, queue: q, arrival: {{kind: poisson, rate: 20/s}}, size: 200B, confirms: {confirms}}}
+  - {{name: p, queue: q, arrival: {{kind: poisson, rate: 20/s}}, size: 200B,
+     persistent: {confirms}, confirms: {confirms}}}
 consumers: [{{name: c, queue: q, prefetch: 10, service_time: {{kind: deterministic, value: 0ms}}}}]
 """
 
@@ -128,7 +133,7 @@ def test_at_light_load_the_prediction_is_the_measured_table(
 ) -> None:
     """At 20 msg/s nothing queues: every quantile of the predicted latency is the table's (the
     exponential stages of before put the ActiveMQ p10 0.1 ms below the floor, the p90 above;
-    a confirming producer's table already holds the confirm-mode publish)."""
+    a confirmed persistent message's table already holds the confirm-mode publish)."""
     text = SCENARIO.format(kind=kind, client=client, confirms=str(confirms).lower())
     s, issues = parse_scenario(text)
     assert s is not None, issues

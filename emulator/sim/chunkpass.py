@@ -172,7 +172,9 @@ def small_tables(
 
 
 def deliveries_table(names_list: list[str], cols: dict[str, np.ndarray], rep: int) -> pa.Table:
-    """A flushed batch of deliveries as a ``deliveries`` table (``latency_s`` from publish)."""
+    """A flushed batch of deliveries as a ``deliveries`` table (``latency_s`` from publish;
+    null on an ``unroutable`` row, which is no delivery: the live recorder leaves it null, and
+    the report's queue depth counts a row with a latency as a copy in its queue)."""
     msg, t_pub = cols["msg"], cols["t_publish"]
     names = pa.array(names_list, type=pa.string())
     attempt = cols["attempt"]
@@ -187,7 +189,7 @@ def deliveries_table(names_list: list[str], cols: dict[str, np.ndarray], rep: in
             pa.array(cols["t_done"]),
             pa.array(OUTCOMES, type=pa.string()).take(pa.array(cols["outcome"])),
             pa.array(attempt > 1),
-            pa.array(cols["t_deliver"] - t_pub),
+            pa.array(cols["t_deliver"] - t_pub, mask=cols["outcome"] == _UNROUTABLE),
             pa.nulls(len(msg), pa.float64()),  # service_s: measured runs only
             pa.array(reps),
         ],

@@ -16,8 +16,9 @@ excluded), per queue and for the whole run (queue ``"*"``):
   every delivery that settles a copy (``acked``, ``dropped``, ``dead_lettered``) counts from the
   message's publish (``t_deliver - latency_s``) to its ``t_done``; a copy delivered but never
   settled (still queued at the end, or lost) counts from its publish until the window ends, and
-  so does a message never delivered at all, in its ``messages.queue``. For the whole run, the sum
-  over queues. The broker's own sampled depth (``depth_ready + depth_unacked``) stays in the
+  so does a message never delivered at all, in its ``messages.queue``; an ``unroutable`` row (a
+  mandatory publish no queue took) was never in a queue and does not count. For the whole run,
+  the sum over queues. The broker's own sampled depth (``depth_ready + depth_unacked``) stays in the
   windows and plots; it is not the judged figure because a 1 s snapshot of a queue whose depth
   turns over in milliseconds swings ±25 % per replication (RabbitMQ's management figures are
   also up to 5 s old), while the integral has no sampling error.
@@ -86,7 +87,7 @@ def _depth(deliveries: DataFrame, messages: DataFrame, load: LoadWindows) -> Dat
     """Time-average copies in each queue over the load window (see the module docstring)."""
     t_in = F.col("t_deliver") - F.col("latency_s")
     settles = F.col("outcome").isin(SETTLED)
-    rows = deliveries.where(t_in.isNotNull()).select(
+    rows = deliveries.where(t_in.isNotNull() & (F.col("outcome") != "unroutable")).select(
         *KEYS, "queue", "msg_id", t_in.alias("t_in"),
         F.when(settles, F.coalesce("t_done", "t_deliver")).alias("t_out"),
     )  # fmt: skip

@@ -74,6 +74,7 @@ def test_a_mandatory_publish_while_the_consumer_is_away_comes_back_unroutable(ac
     returned = d[d.outcome == "unroutable"]
     assert set(returned.msg_id) == missed  # exactly those, each once
     assert len(returned) == 100 and set(returned.consumer) == {""}
+    assert returned.latency_s.isna().all()  # no delivery: null, as the live recorder writes it
     assert set(returned.queue) == {"q"}
     led = res.ledger
     assert led.sent == 600 and led.unroutable == 100

@@ -37,6 +37,13 @@ def shipped() -> Profile:
     return prof
 
 
+def _cache(home: Path, profile: Profile) -> Path:
+    """`profile` as this machine's cached pika profile under `home`; its path."""
+    path = cache_path(home, "rabbitmq", "3.10.8", "pika")
+    write_profile(profile, path)
+    return path
+
+
 def _run(
     home: Path, monkeypatch: pytest.MonkeyPatch, measured: ClientPath, fresh: bool = False
 ) -> tuple[ProfileChoice, int, list[str]]:
@@ -57,8 +64,7 @@ def _run(
 def test_a_quiet_cached_profile_is_used_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile
 ) -> None:
-    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
-    write_profile(_with_load(shipped, 0.1, False), path)
+    _cache(tmp_path, _with_load(shipped, 0.1, False))
     busy_cp = _with_load(shipped, 1.5, True).client_path
     choice, calls, _ = _run(tmp_path, monkeypatch, busy_cp)  # type: ignore[arg-type]
     assert calls == 0 and choice.origin == "cached"
@@ -68,8 +74,7 @@ def test_a_quiet_cached_profile_is_used_as_it_is(
 def test_a_busy_cached_profile_is_measured_again_and_the_quieter_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile, legacy: bool
 ) -> None:
-    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
-    write_profile(_with_load(shipped, 1.2, True, legacy), path)
+    path = _cache(tmp_path, _with_load(shipped, 1.2, True, legacy))
     quiet = _with_load(shipped, 0.2, False).client_path
     choice, calls, lines = _run(tmp_path, monkeypatch, quiet)  # type: ignore[arg-type]
     assert calls == 1 and choice.origin == "calibrated"
@@ -82,8 +87,7 @@ def test_a_busy_cached_profile_is_measured_again_and_the_quieter_kept(
 def test_a_still_busier_measurement_does_not_replace_the_cached_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile
 ) -> None:
-    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
-    write_profile(_with_load(shipped, 0.9, True), path)
+    path = _cache(tmp_path, _with_load(shipped, 0.9, True))
     busier = _with_load(shipped, 1.4, True).client_path
     choice, calls, lines = _run(tmp_path, monkeypatch, busier)  # type: ignore[arg-type]
     assert calls == 1 and choice.origin == "cached"
@@ -108,13 +112,11 @@ def test_a_cached_profile_without_the_cpu_per_operation_is_measured_again(
 ) -> None:
     """A quiet profile cached before the Locust process's CPU was measured lacks the shared
     server's cost: the run measures again and keeps the new one, busy or not."""
-    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
     old = _with_load(shipped, 0.1, False)
     cp = old.client_path
     assert cp is not None
-    write_profile(
-        old.model_copy(update={"client_path": cp.model_copy(update={"cpu_per_op": None})}), path
-    )
+    update = {"client_path": cp.model_copy(update={"cpu_per_op": None})}
+    path = _cache(tmp_path, old.model_copy(update=update))
     measured = _with_load(shipped, 0.3, False).client_path
     choice, calls, lines = _run(tmp_path, monkeypatch, measured)  # type: ignore[arg-type]
     assert calls == 1 and choice.origin == "calibrated"
@@ -127,8 +129,7 @@ def test_fresh_measures_a_quiet_cached_profile_again_and_keeps_the_new_one(
 ) -> None:
     """``--calibration fresh``: the machine's speed changes within minutes, so the run measures
     its client path now even when a quiet one is cached, and caches the new one."""
-    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
-    write_profile(_with_load(shipped, 0.1, False), path)
+    path = _cache(tmp_path, _with_load(shipped, 0.1, False))
     new = _with_load(shipped, 0.3, False).client_path
     choice, calls, lines = _run(tmp_path, monkeypatch, new, fresh=True)  # type: ignore[arg-type]
     assert calls == 1 and choice.origin == "calibrated"
@@ -139,8 +140,7 @@ def test_fresh_measures_a_quiet_cached_profile_again_and_keeps_the_new_one(
 def test_fresh_keeps_a_quiet_cached_profile_over_a_busy_new_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped: Profile
 ) -> None:
-    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
-    write_profile(_with_load(shipped, 0.1, False), path)
+    path = _cache(tmp_path, _with_load(shipped, 0.1, False))
     busy = _with_load(shipped, 1.5, True).client_path
     choice, calls, lines = _run(tmp_path, monkeypatch, busy, fresh=True)  # type: ignore[arg-type]
     assert calls == 1 and choice.origin == "cached"

@@ -19,10 +19,10 @@ the level falls again (RabbitMQ memory alarm / ActiveMQ producer flow control).
   handed to a consumer (redeliveries after a visibility timeout pass it again: λ2 = λ/p, §4).
   Both are computed by the Kiefer–Wolfowitz recursion (earliest-free thread) on arrival; a
   copy is handed to the queue when its dispatch thread finishes.
-- ``SharedLockBroker`` (§3b): one lock per queue; a write holds it for the write time, a read
-  (dequeue + deliver to a consumer with credit) for the read time; when the lock frees and both
-  a writer and a reader wait, the next holder is "a writer" or "the reader" with equal
-  probability, the writer chosen uniformly among those waiting.
+- ``SharedLockBroker`` (§3b, in `emulator.sim.shared_lock`): one lock per queue; a write holds
+  it for the write time, a read (dequeue + deliver to a consumer with credit) for the read time;
+  when the lock frees and both a writer and a reader wait, the next holder is "a writer" or "the
+  reader" with equal probability, the writer chosen uniformly among those waiting.
 
 Fault hooks (docs/models.md §6): ``up``/``paused`` are reported in the timeseries; a
 publish passes ``link.upstream`` (its transit time) and every arrival ``link.accept`` (which
@@ -33,7 +33,7 @@ consumer free times past an outage.
 
 from __future__ import annotations
 
-__all__ = ["Broker", "AmqpBroker", "ThreadsBroker", "SharedLockBroker", "make_broker"]
+__all__ = ["Broker", "AmqpBroker", "ThreadsBroker", "make_broker"]
 
 import heapq
 from collections.abc import Callable
@@ -82,6 +82,11 @@ class Broker:
         self.on_unroutable: Callable[[Sender, int], None] | None = None  # hook: mandatory returns
         self.confirm_draw: Callable[[], float] | None = None  # publish → confirm, persistent
         self.on_written: Callable[[int, float], None] | None = None  # hook: (m, on disk at)
+        self.coupled: dict[int, list[float]] = {}
+        """Fanned-out messages whose copies share one delivery-table draw: message →
+        [uniform, copies not yet delivered] (``couple_copies``; emptied as copies arrive)."""
+        self.couple_copies = False
+        self._u = uniforms(stream(seed, rep, "broker:copies"))
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)
@@ -136,6 +141,8 @@ class Broker:
                 hook(sender, m)
                 notify = RETURNED if notify == 1 else notify  # its confirm comes back failed
             queues = kept
+        if self.couple_copies and len(queues) > 1:
+            self.coupled[m] = [self._u(), float(len(queues))]
         self._route(sender, m, queues, notify, persistent)
 
     def _route(
@@ -163,6 +170,17 @@ class Broker:
         if notify:
             self.call(self.d + self.residual(), sender.on_confirm, (m, notify))
 
+    def shared_draw(self, m: int) -> float | None:
+        """The uniform a copy of fanned-out message ``m`` shares with its sibling copies, or
+        None (a single-copy message, or coupling off); each copy takes it once."""
+        e = self.coupled.get(m)
+        if e is None:
+            return None
+        e[1] -= 1
+        if e[1] <= 0:
+            del self.coupled[m]
+        return e[0]
+
     def requeue(self, q: Queue, m: int, attempts: int, tail: bool = False) -> None:
         """A lease expired or an attempt was nacked: the copy becomes visible again, at the head
         (nack-requeue) or the tail (a re-enqueued visibility-timeout copy)."""
@@ -175,6 +193,7 @@ class Broker:
 
     def discard(self, q: Queue, m: int) -> None:
         """A ready copy dropped by max-length overflow (lost)."""
+        self.shared_draw(m)  # never delivered: its share of a coupled draw is dropped
         self.mem -= self.sizes[m] + self.mem_overhead
         self.pending -= 1
         if self.blocked and self.mem <= self.mem_threshold:
@@ -310,6 +329,17 @@ class ThreadsBroker(Broker):
         heapq.heapreplace(free, end)
         return end
 
+    def shared_draw(self, m: int) -> float | None:
+        """The uniform a copy of fanned-out message ``m`` shares with its sibling copies, or
+        None (a single-copy message, or coupling off); each copy takes it once."""
+        e = self.coupled.get(m)
+        if e is None:
+            return None
+        e[1] -= 1
+        if e[1] <= 0:
+            del self.coupled[m]
+        return e[0]
+
     def requeue(self, q: Queue, m: int, attempts: int, tail: bool = False) -> None:
         """A redelivery passes the dispatch stage again (λ2 = λ/p, §4)."""
         if self.zero_dispatch:
@@ -321,77 +351,11 @@ class ThreadsBroker(Broker):
         self.call_at(self._dispatch_stage(), self._dispatched, (q, m, attempts))
 
 
-class SharedLockBroker(Broker):
-    kind = "shared_lock"
-    blocks_closed_until_written = True
-
-    def __init__(self, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int) -> None:
-        super().__init__(kernel, costs, sizes, seed, rep)
-        self.write = costs.lock_write.sampler(stream(seed, rep, "broker:lock-write"))
-        self.read = costs.lock_read.sampler(stream(seed, rep, "broker:lock-read"))
-        self.u = uniforms(stream(seed, rep, "broker:lock-choice"))
-        self.copies: dict[int, int] = {}  # fan-out copies still to be written before the confirm
-
-    def _route(
-        self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
-    ) -> None:
-        n = len(queues)
-        if n == 0:
-            self._unroutable(sender, m, notify)
-            return
-        if n > 1:
-            self.pending += n - 1
-            self.copies[m] = n
-        for q in queues:
-            q.writers.append((sender, m, notify, persistent))
-            self.try_lock(q)
-
-    def try_lock(self, q: Queue) -> None:
-        if q.lock_busy:
-            return
-        writers = q.writers
-        reader = bool(q.ready) and bool(q.avail) and not (q.in_order and q.busy_line())
-        if not writers and not reader:
-            return
-        q.lock_busy = True
-        if writers and (not reader or self.u() < 0.5):
-            i = int(self.u() * len(writers)) if len(writers) > 1 else 0
-            writers[i], writers[-1] = writers[-1], writers[i]
-            self.call(self.write(), self._write_done, (q, writers.pop()))
-        else:
-            _, m = q.ready.popleft()
-            attempt = q.attempts.pop(m, 0) + 1
-            self.call(self.read(), self._read_done, (q, q.take_consumer(), m, attempt))
-
-    def _write_done(self, ev: Any) -> None:
-        q, (sender, m, notify, persistent) = ev.value
-        q.lock_busy = False
-        if notify and self._last_copy(m):
-            c = self.costs
-            extra = c.persist_a + c.persist_b * self.sizes[m] if persistent and q.durable else 0.0
-            self.call(self.d + extra, sender.on_confirm, (m, notify))
-        q.enqueue(m, self.env.now)  # enqueue calls try_lock
-
-    def _last_copy(self, m: int) -> bool:
-        left = self.copies.get(m)
-        if left is None:
-            return True
-        if left > 1:
-            self.copies[m] = left - 1
-            return False
-        del self.copies[m]
-        return True
-
-    def _read_done(self, ev: Any) -> None:
-        q, consumer, m, attempt = ev.value
-        q.lock_busy = False
-        consumer.deliver(q, m, attempt, self.env.now)
-        self.try_lock(q)
-
-
 def make_broker(
     model: str, kernel: Kernel, costs: Costs, sizes: Any, seed: int, rep: int
 ) -> Broker:
+    from emulator.sim.shared_lock import SharedLockBroker  # it subclasses Broker: imported late
+
     cls: type[Broker] = {
         "amqp": AmqpBroker,
         "threads": ThreadsBroker,

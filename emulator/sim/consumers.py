@@ -169,7 +169,9 @@ class Consumer:
         d = self.d
         t = t_disp + d + q.deliver_a + self.extra_a + (q.deliver_b + self.extra_b) * size
         if q.jitter is not None:
-            t += q.jitter()
+            at = q.at  # a fanned-out copy shares its siblings' draw (Broker.shared_draw)
+            u = q.broker.shared_draw(m) if at is not None and attempt == 1 else None
+            t += q.jitter() if u is None or at is None else at(u)
             if t < t_disp + d:
                 t = t_disp + d
         cpu = self.cpu

@@ -42,7 +42,7 @@ from testbed.core.arrivals import schedule
 from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
 from testbed.core.profile import Profile
-from testbed.core.quantiles import table_sampler
+from testbed.core.quantiles import table_quantile, table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
 from testbed.core.visibility import dead_letter_queue, holds_head_of_line
@@ -163,6 +163,8 @@ class Model:
         table = self.costs.residual_table(self.total_rate, ref, persistent, confirms, follow_up)
         if table is not None:
             q.jitter = table_sampler(table, self._stream(f"queue:{name}:residual"))
+            q.at = table_quantile(table)
+            self.broker.couple_copies = True
             q.deliver_b = self.costs.size_slope(rate)
             q.deliver_a = -q.deliver_b * ref  # the table holds the whole residual at `ref`
             return

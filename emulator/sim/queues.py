@@ -64,6 +64,7 @@ class Queue:
         self.deliver_a = deliver_a  # non-queueing delivery residual δ = a + b·size (amqp)
         self.deliver_b = deliver_b
         self.jitter: Callable[[], float] | None = None  # δ's draw: measured table, or fit spread
+        self.at: Callable[[float], float] | None = None  # the table's draw at a given uniform
         self.locked = False  # shared_lock: dispatch through broker.try_lock
         self.ready: deque[tuple[float, int]] = deque()
         self.avail: deque[Consumer] = deque()

@@ -1,0 +1,123 @@
+"""Fanned-out copies in the simulator when a client path is measured.
+
+Measured on both brokers (fan-out 1→10 and SPECjms2007 interaction 3, 2026-11-27), the copies
+of one message reach their handlers within 0.1–0.2 ms of each other, while one queue's delivery
+table spreads over a millisecond: the copies share their publish and broker path. So they share
+one draw of the table (`Broker.shared_draw`), and what spaces them is the consumers' receive
+work on their Locust process (`emulator.sim.client_cpu`) — not the calibration's per-destination
+slope on every copy, which is mostly that same client work measured in calibration's process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from emulator.sim.costs import derive_costs
+from emulator.sim.model import Model
+from testbed.core.client_path import ClientPath, CpuSplit, PathPoint, Provenance
+from testbed.core.profile import Profile, default_profile
+from testbed.core.quantiles import quantile_table
+from testbed.core.scenario_loader import parse_scenario
+
+RNG = np.random.default_rng(11)
+SAMPLE = 0.0003 + RNG.gamma(2.0, 0.0003, 4000)  # floor 0.3 ms, p10–p90 spread ~1 ms
+RECEIVE = 0.0001  # CPU seconds of a delivery before its handler, on its Locust process
+N = 5
+
+SCENARIO = f"""
+name: fan
+seed: 9
+duration: 40s
+warmup: 2s
+workers: {{workers}}
+broker: {{{{kind: {{kind}}}}}}
+topology:
+  exchanges: [{{{{name: x, type: fanout}}}}]
+  queues: [{", ".join(f"{{{{name: q{i}, bindings: [{{{{exchange: x}}}}]}}}}" for i in range(N))}]
+producers: [{{{{name: p, exchange: x, arrival: {{{{kind: poisson, rate: 20/s}}}}, size: 200B}}}}]
+consumers: [{
+    ", ".join(
+        f"{{{{name: c{i}, queue: q{i}, service_time: {{{{kind: deterministic, value: 0ms}}}}}}}}"
+        for i in range(N)
+    )
+}]
+"""
+
+
+def _profile(kind: str, cpu: bool, per_destination: float = 0.001) -> Profile:
+    client = "pika" if kind == "rabbitmq" else "stomp"
+    table = quantile_table(SAMPLE)
+    points = [
+        PathPoint(rate=r, size=s, persistent=c, confirms=c, table=table)
+        for r in (10, 400)
+        for s in (200, 16_000)
+        for c in (False, True)
+    ]
+    prov = Provenance(host="t", date="2026-11-27", broker_version="x", client=client)
+    path = ClientPath(
+        client=client,  # type: ignore[arg-type]
+        delivery=points,
+        provenance=prov,
+        cpu_per_op=RECEIVE if cpu else None,
+        cpu=CpuSplit(publish=0.0, receive=RECEIVE, ack=0.0) if cpu else None,
+    )
+    p = default_profile(kind)
+    routing = p.routing.model_copy(update={"per_destination": per_destination})
+    return p.model_copy(update={"client_path": path, "routing": routing})
+
+
+def _run(
+    kind: str, cpu: bool, workers: int, per_destination: float = 0.001
+) -> tuple[pd.DataFrame, Model]:
+    s, issues = parse_scenario(SCENARIO.format(kind=kind, workers=workers))
+    assert s is not None, issues
+    m = Model(s, _profile(kind, cpu, per_destination), 0)
+    d = m.run().tables["deliveries"].to_pandas()
+    d = d[d.outcome == "acked"].sort_values(["msg_id", "latency_s"]).copy()
+    d["rank"] = d.groupby("msg_id").cumcount()
+    return d, m
+
+
+@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
+def test_copies_of_one_message_share_their_draw_of_the_delivery_table(kind: str) -> None:
+    """Without client CPU costs only the broker spaces the copies — nothing on RabbitMQ's
+    queue processes, ActiveMQ's one dispatch thread one stage per copy — and each queue's
+    latencies are still the measured table (independent draws spread the five copies over
+    ~1 ms, and put the first at the minimum of five draws)."""
+    d, m = _run(kind, cpu=False, workers=1, per_destination=0.0)
+    assert d.groupby("msg_id").size().eq(N).mean() > 0.99
+    spread = d.groupby("msg_id").latency_s.agg(lambda x: x.max() - x.min())
+    broker = (N - 1) * float(m.costs.dispatch.mean) if kind == "activemq" else 0.0
+    assert spread.quantile(0.9) == pytest.approx(broker, abs=0.00002)  # independent: ~1 ms
+    first = d[d["rank"] == 0].latency_s  # every message's first copy: the measured table
+    for p in (10, 50, 90):
+        assert np.percentile(first, p) == pytest.approx(np.percentile(SAMPLE, p), rel=0.1), p
+    assert m.broker.coupled == {}  # every copy took its share: nothing kept after the run
+
+
+@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
+def test_one_process_spaces_the_copies_by_its_receive_work_not_per_destination(
+    kind: str,
+) -> None:
+    """Five consumers in one Locust process: copy k of a message waits for the receive work of
+    the k before it. The profile's 1 ms per destination is not added to every copy (it would
+    put the first copy's median 4 ms above the table's). On ActiveMQ the dispatch thread's
+    stage per copy spaces them too; the longer of the two sets the pace."""
+    d, m = _run(kind, cpu=True, workers=1)
+    med = d.groupby("rank").latency_s.median()
+    first = float(np.median(SAMPLE)) + RECEIVE  # its own receive work
+    assert med[0] == pytest.approx(first, rel=0.1)
+    step = max(RECEIVE, float(m.costs.dispatch.mean)) if kind == "activemq" else RECEIVE
+    assert np.diff(med.to_numpy()) == pytest.approx([step] * (N - 1), abs=0.2 * RECEIVE)
+
+
+def test_the_closed_forms_and_a_path_without_cpu_costs_keep_the_per_destination_slope() -> None:
+    with_cpu = _profile("activemq", cpu=True)
+    assert derive_costs(with_cpu, "threads", 1, 1e9, table_stages=True).per_destination == 0.0
+    assert derive_costs(with_cpu, "threads", 1, 1e9).per_destination == pytest.approx(0.001)
+    without = _profile("rabbitmq", cpu=False)
+    assert derive_costs(without, "amqp", 1, 1e9, table_stages=True).per_destination == (
+        pytest.approx(0.001)
+    )

@@ -168,7 +168,9 @@ class Consumer:
         size = self.sizes[m]
         d = self.d
         t = t_disp + d + q.deliver_a + self.extra_a + (q.deliver_b + self.extra_b) * size
-        if q.jitter is not None:
+        if q.waited and q.turn is not None:  # after a wait only the way back is ahead
+            t += q.turn() - self.extra_a - self.extra_b * size  # measured with prefetch 1
+        elif q.jitter is not None:
             at = q.at  # a fanned-out copy shares its siblings' draw (Broker.shared_draw)
             u = q.broker.shared_draw(m) if at is not None and attempt == 1 else None
             t += q.jitter() if u is None or at is None else at(u)

@@ -114,6 +114,14 @@ class Costs:
             stages = 2 * self.d + float(self.receive.mean + self.dispatch.mean)
         return table.shifted(-stages)
 
+    def turnaround_table(self, total_rate: float) -> QuantileTable | None:
+        """A prefetch-1 consumer's ack → start of a message already waiting at the broker
+        (`ClientPath.turnaround`; None: not measured)."""
+        cp = self.profile.client_path
+        if cp is None or self.model not in ("amqp", "threads"):
+            return None
+        return cp.turnaround_table(total_rate)
+
     def confirm_table(self, total_rate: float) -> QuantileTable | None:
         """The measured publish → confirm of a persistent message (None: not measured)."""
         cp = self.profile.client_path
@@ -121,14 +129,16 @@ class Costs:
 
     def confirm_extra(self, persistent: bool) -> tuple[float, float]:
         """A confirming producer's overhead on the publish path, ``(a, b)`` of a + b·size.
-        None for persistent messages when the client path measured confirmed persistent
-        deliveries: those draw from that table, which holds the confirm-mode publish already
-        (counted twice before: +0.11 ms on RabbitMQ). Transient confirmed messages draw from
-        the transient points, measured from a producer that does not ask for confirms
-        (`ClientPath.delivery_table`), so they pay it."""
+        None when the client path measured confirmed deliveries of the message's persistence:
+        those draw from that table, which holds the confirm-mode publish already (counted
+        twice before: +0.11 ms on RabbitMQ). Without such points (transient ones before
+        calibration revision 5) the message draws from points measured from a producer that
+        does not ask for confirms (`ClientPath.delivery_table`), so it pays it."""
         cp = self.profile.client_path
-        measured = cp is not None and any(p.confirms and p.persistent for p in cp.delivery)
-        if persistent and measured and self.model in ("amqp", "threads"):
+        measured = cp is not None and any(
+            p.confirms and p.persistent == persistent for p in cp.delivery
+        )
+        if measured and self.model in ("amqp", "threads"):
             return 0.0, 0.0
         return self.confirm_over_a, self.confirm_over_b
 

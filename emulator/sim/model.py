@@ -34,7 +34,7 @@ from emulator.sim.costs import derive_costs
 from emulator.sim.faults import install_faults
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
 from emulator.sim.links import Link, Links
-from emulator.sim.paths import queue_traffic, total_rate
+from emulator.sim.paths import queue_traffic, set_residual, total_rate
 from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
 from emulator.sim.recorder import OUTCOME_CODES, Recorder
@@ -42,7 +42,7 @@ from testbed.core.arrivals import schedule
 from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
 from testbed.core.profile import Profile
-from testbed.core.quantiles import table_quantile, table_sampler
+from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
 from testbed.core.visibility import dead_letter_queue, holds_head_of_line
@@ -147,32 +147,9 @@ class Model:
             deliver_b=b,
         )
         q.locked = self.broker.kind == "shared_lock"
-        self._residual(q, name, rate)
+        set_residual(q, self.costs, self.traffic.get(name), self.total_rate, rate, self._stream)
         self.queues[name] = q
         return q
-
-    def _residual(self, q: Queue, name: str, rate: float) -> None:
-        """The queue's delivery residual draw: the measured client-path table at this
-        scenario's point when the profile has one, else the fit's moment-matched spread."""
-        traffic = self.traffic.get(name)
-        size = traffic.size if traffic is not None and traffic.size is not None else None
-        persistent = traffic.persistent if traffic is not None else False
-        confirms = traffic.confirmed if traffic is not None else False
-        follow_up = traffic.follow_up if traffic is not None else False
-        ref = size if size is not None else self.costs.profile.reference_size
-        table = self.costs.residual_table(self.total_rate, ref, persistent, confirms, follow_up)
-        if table is not None:
-            q.jitter = table_sampler(table, self._stream(f"queue:{name}:residual"))
-            q.at = table_quantile(table)
-            self.broker.couple_copies = True
-            q.deliver_b = self.costs.size_slope(rate)
-            q.deliver_a = -q.deliver_b * ref  # the table holds the whole residual at `ref`
-            return
-        spread = self.costs.delivery_jitter(rate)
-        if spread is not None:
-            draw = spread.sampler(self._stream(f"queue:{name}:jitter"))
-            mean = float(spread.mean)
-            q.jitter = lambda: draw() - mean
 
     def _build_queues(self) -> None:
         s = self.scenario

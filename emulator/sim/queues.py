@@ -65,6 +65,8 @@ class Queue:
         self.deliver_b = deliver_b
         self.jitter: Callable[[], float] | None = None  # δ's draw: measured table, or fit spread
         self.at: Callable[[float], float] | None = None  # the table's draw at a given uniform
+        self.turn: Callable[[], float] | None = None  # δ's draw after a wait (turnaround)
+        self.waited = False  # the copy being dispatched waited for a consumer's credit
         self.locked = False  # shared_lock: dispatch through broker.try_lock
         self.ready: deque[tuple[float, int]] = deque()
         self.avail: deque[Consumer] = deque()
@@ -170,7 +172,9 @@ class Queue:
             if self.in_order and self.busy_line():
                 return
             ready_at, m = ready.popleft()
+            self.waited = ready_at < now  # ready before the credit came back
             self._dispatch(m, ready_at if ready_at > now else now, self.attempts.pop(m, 0) + 1)
+        self.waited = False
 
     def busy_line(self) -> bool:
         """In order: a delivery is unacked, or one is on its way back to the head."""

@@ -7,11 +7,12 @@ tables of :class:`testbed.core.client_path.ClientPath`:
 - three phases of load, *low*, *mid* and *high* total message rate (``PHASES``); in each,
   consumers that serve in zero time take messages of a small and a large size and small
   persistent messages on durable queues, from a producer that does not wait for confirms and
-  from one that does, and follow-ups the small and large streams' consumers publish from their
-  handlers (``CHAINS``), one per stream at ≤ 60 msg/s so that it is idle when a message
-  arrives: their publish → start delays are the delivery tables (and the confirmed stream's
-  publish → confirm times the confirm table, `testbed.calibration.confirm_path`);
-- in the mid phase two consumers, in the high phase four, serve an exponential law (mean
+  from one that does, small transient messages from one that does, and follow-ups the small and
+  large streams' consumers publish from their handlers (``CHAINS``), one per stream at ≤ 60
+  msg/s so that it is idle when a message arrives: their publish → start delays are the delivery
+  tables (and the confirmed stream's publish → confirm times the confirm table,
+  `testbed.calibration.confirm_path`);
+- in the mid phase one consumer, in the high phase three, serve an exponential law (mean
   ``HOLD_SERVICE``) at utilisation ``HOLD_UTILISATION`` (Poisson arrivals): a consumer that is
   sometimes idle and sometimes has the next message waiting, as a scenario's consumers are. Each
   served delivery records the service time it drew (``service_s``), so its own client cost
@@ -26,6 +27,9 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   message, a cost an unsaturated consumer pays only when one is waiting (measured: 0.96 vs
   0.91 ms in-handler on the quickstart), and the tables came out 0.1–0.3 ms above the quickstart's
   own consumers — enough, at utilisation 0.6, to raise its predicted mean latency by ~10 %.
+- in the mid and high phases one prefetch-1 consumer at the same utilisation: its gaps from an
+  ack to the start of a message already waiting at the broker are the *turnaround* table
+  (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead.
 
 The Locust process samples its CPU time and its counts of publishes and deliveries every second
 (``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
@@ -53,6 +57,7 @@ __all__ = [
     "calibration_scenario",
     "measure_client_path",
     "tables_from_records",
+    "turnaround_points",
 ]
 
 import os
@@ -70,11 +75,13 @@ import yaml
 from testbed.calibration.confirm_path import MIN_SAMPLE, confirm_points, read_sends
 from testbed.calibration.path_scenario import (
     CHAINS,
+    CONFIRMED_TRANSIENT,
     HOLD_SERVICE,
     HOLD_UTILISATION,
     LARGE,
     PHASES,
     SMALL,
+    TURN,
     WAITING_FOR,
     calibration_scenario,
     phase_of,
@@ -109,6 +116,8 @@ def tables_from_records(
     fits: list[PointFit] = []
     for (phase, queue), g in d[d.phase.notna()].groupby(["phase", "queue"]):
         stream = str(queue).removeprefix("mqbed-cal-")
+        if stream.startswith(TURN):
+            continue  # `turnaround_points`
         if stream.startswith("hold"):
             sample = _hold_sample(g)
             if len(sample) < MIN_SAMPLE:
@@ -132,7 +141,7 @@ def _path_point(stream: str, rate: float, sample: np.ndarray) -> PathPoint:
         rate=rate,
         size=LARGE if stream == "large" else SMALL,
         persistent=stream in ("persistent", "confirmed") or chained.get(stream, False),
-        confirms=stream == "confirmed",
+        confirms=stream in ("confirmed", CONFIRMED_TRANSIENT),
         follow_up=stream in chained,
         table=quantile_table(sample),
     )
@@ -156,6 +165,34 @@ def _hold_sample(g: pd.DataFrame) -> np.ndarray:
     gaps = np.concatenate(after)
     shift = float(np.median(gaps)) if len(gaps) else 0.0
     return np.maximum(np.concatenate(own) + max(shift, 0.0), 0.0)
+
+
+def turnaround_points(
+    deliveries: pd.DataFrame, scale: float = 1.0
+) -> tuple[list[HoldPoint], list[PointFit]]:
+    """Per phase, the prefetch-1 consumer's gaps from an ack to the start of a message that
+    was already waiting at the broker when it acked (`path_scenario.TURN`)."""
+    d = deliveries[(deliveries.outcome == "acked") & deliveries.latency_s.notna()].copy()
+    d["t_publish"] = d.t_deliver - d.latency_s
+    d["phase"] = phase_of(d.t_publish, scale)
+    rates = {ph.name: ph.total for ph in PHASES}
+    points: list[HoldPoint] = []
+    fits: list[PointFit] = []
+    turn = d[d.phase.notna() & d.queue.astype(str).str.startswith(f"mqbed-cal-{TURN}")]
+    for phase, g in turn.groupby("phase"):
+        gaps = []
+        for _, c in g.sort_values("t_deliver").groupby("consumer"):
+            starts = c.t_deliver.to_numpy(dtype=float)
+            done = c.t_done.to_numpy(dtype=float)
+            waiting = c.t_publish.to_numpy(dtype=float)[1:] < done[:-1] - WAITING_FOR
+            gaps.append((starts[1:] - done[:-1])[waiting])
+        sample = np.maximum(np.concatenate(gaps), 0.0) if gaps else np.array([])
+        if len(sample) < MIN_SAMPLE:
+            continue
+        table = quantile_table(sample)
+        points.append(HoldPoint(rate=rates[str(phase)], service=HOLD_SERVICE, table=table))
+        fits.append(PointFit.held_out(f"turnaround/{phase}/{TURN}", sample))
+    return points, fits
 
 
 Replicate = Callable[[Path, Path], pd.DataFrame]
@@ -203,6 +240,7 @@ def measure_client_path(
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     paths, holds, fits = tables_from_records(deliveries, scale)
+    turns, fit_t = turnaround_points(deliveries, scale)
     confirms, fit_c = confirm_points(sends, scale)
     if not paths:
         raise RuntimeError("the calibration run recorded too few deliveries to tabulate")
@@ -211,7 +249,8 @@ def measure_client_path(
         delivery=paths,
         hold=holds,
         confirm=confirms,
-        fit=fits + fit_c,
+        turnaround=turns,
+        fit=fits + fit_t + fit_c,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),
         protocol=PROTOCOL,

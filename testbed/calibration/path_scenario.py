@@ -8,11 +8,13 @@ from __future__ import annotations
 
 __all__ = [
     "CHAINS",
+    "CONFIRMED_TRANSIENT",
     "HOLD_SERVICE",
     "HOLD_UTILISATION",
     "LARGE",
     "PHASES",
     "SMALL",
+    "TURN",
     "WAITING_FOR",
     "Phase",
     "calibration_scenario",
@@ -29,6 +31,19 @@ HOLD_SERVICE = 0.008
 """Mean service time (s, exponential) of the consumers whose client cost gives the hold table."""
 HOLD_UTILISATION = 0.6
 """Offered load of each hold consumer: rate × (HOLD_SERVICE + ~1 ms client cost)."""
+CONFIRMED_TRANSIENT = "confirmed-transient"
+"""The stream of transient messages from a producer that asks for confirms (revision 5): most
+scenarios confirm transient messages (the quickstart does). Before it, such a message drew the
+unconfirmed transient table plus the broker micro-benchmark's confirm overhead, measured with
+pika (0.11 ms on RabbitMQ): the kombu quickstart's body came out 0.11-0.18 ms high."""
+TURN = "turn"
+"""The stream whose one consumer takes one message at a time (prefetch 1) at utilisation
+``HOLD_UTILISATION``: when the next message was already waiting at the broker, the gap from the
+consumer's ack to its next start is the *turnaround* — the ack's way to the broker, its dispatch
+of the waiting message and the way back — all a waiting message still has ahead of it. The
+delivery tables hold the whole publish → start path of a message nobody waited for; after a
+wait at the broker its publish side is long past (measured on the ActiveMQ prefetch-1 holdout:
+turnaround median 0.34 ms where the delivery table's was 0.94 ms)."""
 WAITING_FOR = 0.005
 """A message published this long (s) before an ack was waiting at the consumer when it acked."""
 
@@ -42,8 +57,11 @@ class Phase:
     large: float
     persistent: float
     confirmed: float
+    confirmed_transient: float
     hold: float
     hold_consumers: int = 0
+    turn: float = 0.0
+    """msg/s to one prefetch-1 consumer of ``HOLD_SERVICE`` (the turnaround, ``TURN``)."""
 
     @property
     def chained(self) -> float:
@@ -52,12 +70,16 @@ class Phase:
 
     @property
     def total(self) -> float:
-        return (self.small + self.large + self.persistent + self.confirmed + self.hold
-                + self.chained)  # fmt: skip
+        return (self.small + self.large + self.persistent + self.confirmed
+                + self.confirmed_transient + self.hold + self.turn + self.chained)  # fmt: skip
 
     @property
     def hold_queue(self) -> str:
         return f"hold-{self.name}"
+
+    @property
+    def turn_queue(self) -> str:
+        return f"turn-{self.name}"
 
 
 CHAINS = {"small": ("chained", 0.5, False), "large": ("chained-persistent", 1.0, True)}
@@ -69,19 +91,25 @@ ShipConf follow-up's p50 1.03 ms, predicted 1.64 ms from the producers' table): 
 process and the broker's connection are already awake."""
 
 PHASES = (
-    Phase("low", 2.0, 14.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0, hold=0.0),
     Phase(
-        "mid", 16.0, 28.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0, hold=134.0,
-        hold_consumers=2,
+        "low", 2.0, 14.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
+        confirmed_transient=20.0, hold=0.0,
     ),
     Phase(
-        "high", 30.0, 44.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0, hold=268.0,
-        hold_consumers=4,
+        "mid", 16.0, 28.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
+        confirmed_transient=20.0, hold=67.0, hold_consumers=1, turn=67.0,
+    ),
+    Phase(
+        "high", 30.0, 44.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0,
+        confirmed_transient=20.0, hold=201.0, hold_consumers=3, turn=67.0,
     ),
 )  # fmt: skip
-"""Offered rates per phase (s, msg/s): totals 90, 224 and 418 with the chained follow-ups; a hold
-stream offers n × HOLD_UTILISATION / (8 ms + ~1 ms). The delivery streams keep one consumer each
-at ≤ 60 msg/s (busy ~6 % of the time): spreading a faster small stream over five consumers made
+"""Offered rates per phase (s, msg/s): totals 110, 244 and 438 with the chained follow-ups (90, 224
+and 418 before the transient confirmed stream of revision 5); a hold stream offers n ×
+HOLD_UTILISATION / (8 ms + ~1 ms), and so does the turnaround stream to its one prefetch-1
+consumer (``TURN``; its 67 msg/s came out of the hold streams, which had one consumer more, so
+the totals stayed those of the earlier tables). The delivery streams keep one consumer each at ≤
+60 msg/s (busy ~6 % of the time): spreading a faster small stream over five consumers made
 ActiveMQ's deliveries slower even at 50 msg/s (p50 2.33 vs 1.93 ms), and one consumer at 182
 msg/s was busy a fifth of the time and queued. Persistent messages are measured in every phase,
 as transient ones are: measured only in the high phase, a scenario of persistent messages at 9
@@ -91,7 +119,8 @@ twice that of the quiet machine, and was predicted +52 % mean latency on RabbitM
 STOMP): the broker's persistent path with the store's acknowledgement in it. Without it a PCM
 scenario (persistent, confirmed 1 KB messages at 100 msg/s, under a broker kill) drew from the
 unconfirmed persistent table and was predicted ~0.5 ms low at every quantile on ActiveMQ (p10
-0.90 vs 1.44 ms, KS 0.32)."""
+0.90 vs 1.44 ms, KS 0.32). The *confirmed-transient* stream is its transient sibling
+(``CONFIRMED_TRANSIENT``)."""
 
 
 def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str, Any]:
@@ -110,11 +139,17 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                 {"name": "mqbed-cal-large", "durable": False},
                 {"name": "mqbed-cal-persistent", "durable": True},
                 {"name": "mqbed-cal-confirmed", "durable": True},
+                {"name": f"mqbed-cal-{CONFIRMED_TRANSIENT}", "durable": False},
                 *({"name": f"mqbed-cal-{to}", "durable": True} for to, _, _ in CHAINS.values()),
                 *(
                     {"name": f"mqbed-cal-{ph.hold_queue}", "durable": False}
                     for ph in PHASES
                     if ph.hold_consumers
+                ),  # fmt: skip
+                *(
+                    {"name": f"mqbed-cal-{ph.turn_queue}", "durable": False}
+                    for ph in PHASES
+                    if ph.turn
                 ),  # fmt: skip
             ]
         },
@@ -124,12 +159,14 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             _consumer("large", 1, 0.0, CHAINS["large"]),
             _consumer("persistent", 1, 0.0),
             _consumer("confirmed", 1, 0.0),
+            _consumer(CONFIRMED_TRANSIENT, 1, 0.0),
             *(_consumer(to, 1, 0.0) for to, _, _ in CHAINS.values()),
             *(
                 _consumer(ph.hold_queue, ph.hold_consumers, HOLD_SERVICE)
                 for ph in PHASES
                 if ph.hold_consumers
             ),  # fmt: skip
+            *(_consumer(ph.turn_queue, 1, HOLD_SERVICE, prefetch=1) for ph in PHASES if ph.turn),
         ],
     }
 
@@ -143,7 +180,9 @@ def _producers(scale: float) -> list[dict[str, Any]]:
             ("large", ph.large, LARGE, False, "poisson"),
             ("persistent", ph.persistent, SMALL, True, "poisson"),
             ("confirmed", ph.confirmed, SMALL, True, "poisson"),
+            (CONFIRMED_TRANSIENT, ph.confirmed_transient, SMALL, False, "poisson"),
             (ph.hold_queue, ph.hold, SMALL, False, "poisson"),
+            (ph.turn_queue, ph.turn, SMALL, False, "poisson"),
         ]
         for queue, rate, size, persistent, arrival in streams:
             if rate <= 0:
@@ -155,7 +194,7 @@ def _producers(scale: float) -> list[dict[str, Any]]:
                     "arrival": {"kind": arrival, "rate": f"{rate}/s"},
                     "size": f"{size}B",
                     "persistent": persistent,
-                    "confirms": queue == "confirmed",
+                    "confirms": queue in ("confirmed", CONFIRMED_TRANSIENT),
                     "start": f"{ph.start * scale}s",
                     "stop": f"{ph.stop * scale}s",
                 }
@@ -165,7 +204,11 @@ def _producers(scale: float) -> list[dict[str, Any]]:
 
 
 def _consumer(
-    queue: str, count: int, service: float, chain: tuple[str, float, bool] | None = None
+    queue: str,
+    count: int,
+    service: float,
+    chain: tuple[str, float, bool] | None = None,
+    prefetch: int = 10,
 ) -> dict[str, Any]:
     law = (
         {"kind": "exponential", "mean": f"{service * 1000:g}ms"}
@@ -176,7 +219,7 @@ def _consumer(
         "name": f"cal-{queue}",
         "queue": f"mqbed-cal-{queue}",
         "count": count,
-        "prefetch": 10,
+        "prefetch": prefetch,
         "ack": "after_processing",
         "service_time": law,
     }

@@ -16,6 +16,9 @@ library as a real run, and keeps from its records two empirical distributions pe
 - ``hold``: how much longer than its service time a live consumer holds the next message
   back: the gap between the starts of two messages served back to back, minus the service
   time asked for (timer overshoot of the event loop, the callback, the ack, the record).
+- ``turnaround``: from a prefetch-1 consumer's ack to its start on the next message when that
+  message was already waiting at the broker: the ack's way there, the dispatch and the push
+  back — the part of the delivery path a message still has ahead after waiting at the broker.
 - ``cpu_per_op``: the CPU one Locust process spends per publish or delivery — what makes the
   users of one process wait for each other (``emulator.sim.client_cpu``);
 - ``cpu``: where that CPU goes — a publish, a delivery before its handler starts (receive) and
@@ -50,7 +53,7 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 4
+PROTOCOL = 5
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
@@ -61,7 +64,10 @@ earlier one is measured again by the next run (`ClientPath.missing`):
 3. the CPU of a client operation split into publish, receive and ack (``ClientPath.cpu``);
 4. persistent deliveries from a producer that asks for confirms (``PathPoint.confirms``),
    follow-ups published by consumers from their handlers (``PathPoint.follow_up``), and the
-   confirm of a persistent message (``confirm``)."""
+   confirm of a persistent message (``confirm``);
+5. the turnaround of a prefetch-1 consumer (``turnaround``), its load taken from the hold
+   consumers, one fewer per phase; transient deliveries from a producer that asks for confirms
+   (``PathPoint.confirms`` on a transient point)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
@@ -84,7 +90,7 @@ class PathPoint(Strict):
     size: float = Field(ge=0)
     persistent: bool = False
     confirms: bool = False
-    """Published by a producer that asks for confirms (persistent messages only)."""
+    """Published by a producer that asks for confirms."""
     follow_up: bool = False
     """Published by a consumer from its handler (a follow-up), not by a producer."""
     table: QuantileTable
@@ -149,6 +155,10 @@ class ClientPath(Strict):
     """Publish → confirm of persistent messages on a durable queue, from a producer that waits
     for each confirm (per total rate; empty: not measured, the broker model's persistence
     cost applies)."""
+    turnaround: list[HoldPoint] = Field(default_factory=list)
+    """Ack → start of a message that waited at the broker, per total rate, from a prefetch-1
+    consumer (empty: not measured; a waiting message then draws the whole delivery table after
+    its dispatch, as before)."""
     fit: list[PointFit] = Field(default_factory=list)
     cpu_per_op: float | None = Field(None, ge=0)
     """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
@@ -182,7 +192,8 @@ class ClientPath(Strict):
         if self.protocol < PROTOCOL:
             return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
-                    "is spent, confirmed persistent deliveries, follow-ups)")  # fmt: skip
+                    "is spent, confirmed deliveries, follow-ups, the turnaround of a "
+                    "prefetch-1 consumer)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:
@@ -202,11 +213,10 @@ class ClientPath(Strict):
 
         ``slope`` (s/byte) extends the table beyond the largest or below the smallest size.
         The points of the message's own kind are used where the profile has them: confirmed
-        ones for a persistent message whose producer waits for confirms (transient confirmed
-        messages take the transient points), follow-up ones for a follow-up; else the plain
-        points of its persistence, else any.
+        ones (of its persistence) for a message whose producer waits for confirms, follow-up
+        ones for a follow-up; else the plain points of its persistence, else any.
         """
-        pts = self._points(persistent, confirms and persistent and not follow_up, follow_up)
+        pts = self._points(persistent, confirms and not follow_up, follow_up)
         sizes = sorted({p.size for p in pts})
         per_size = [_by_rate([(p.rate, p.table) for p in pts if p.size == s], rate) for s in sizes]
         if size <= sizes[0]:
@@ -237,6 +247,12 @@ class ClientPath(Strict):
         if not self.hold:
             return None
         return _by_rate([(p.rate, p.table) for p in self.hold], rate)
+
+    def turnaround_table(self, rate: float) -> QuantileTable | None:
+        """Ack → start of a message that waited at the broker (None: not measured)."""
+        if not self.turnaround:
+            return None
+        return _by_rate([(p.rate, p.table) for p in self.turnaround], rate)
 
 
 def _by_rate(points: list[tuple[float, QuantileTable]], rate: float) -> QuantileTable:

@@ -79,6 +79,15 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     assert split is not None and split.publish > 0 and split.ack > 0, split
     # one publish and one delivery per message: the parts add up to the two operations
     assert split.publish + split.receive + split.ack == pytest.approx(2 * cost, rel=0.5), split
+    cp = prof.client_path
+    assert cp.missing() is None  # of the current calibration revision
+    # a prefetch-1 consumer's ack → next waiting start: shorter than the whole delivery path
+    turn = cp.turnaround_table(244.0)
+    assert turn is not None and {p.rate for p in cp.turnaround} == {244.0, 438.0}
+    whole = cp.delivery_table(244.0, 200, False, 0.0)
+    assert 0 < turn.quantile(0.5) < whole.quantile(0.5), (turn.q, whole.q)
+    # transient deliveries from a producer that asks for receipts have points of their own
+    assert {p.rate for p in cp.delivery if p.confirms and not p.persistent} == {110.0, 244.0, 438.0}
     restart = prof.restart_time
     assert restart is not None and restart.samples == 1, restart
     assert 0.1 < restart.mean < 120 and restart.date, restart

@@ -17,7 +17,9 @@ from testbed.calibration.client_path import (
     PHASES,
     calibration_scenario,
     tables_from_records,
+    turnaround_points,
 )
+from testbed.calibration.path_scenario import CONFIRMED_TRANSIENT
 from testbed.core.client_path import PROTOCOL, ClientPath, HoldPoint, PathPoint, Provenance
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import default_profile
@@ -125,6 +127,7 @@ def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     assert cp.protocol == 1 and f"revision {PROTOCOL}" in (cp.missing() or "")
     assert "CPU split" in (cp.model_copy(update={"protocol": 2}).missing() or "")
     assert "confirmed" in (cp.model_copy(update={"protocol": 3}).missing() or "")
+    assert "turnaround" in (cp.model_copy(update={"protocol": 4}).missing() or "")
     cp = cp.model_copy(update={"protocol": PROTOCOL})
     assert "CPU per operation" in (cp.missing() or "")
     assert "confirm table" in (cp.model_copy(update={"cpu_per_op": 0.0}).missing() or "")
@@ -147,15 +150,21 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert cp.cpu_per_op and cp.cpu_per_op > 0, (kind, client)
         assert cp.cpu is not None and cp.cpu.receive > 0, (kind, client)
         assert {p.rate for p in cp.confirm} == {ph.total for ph in PHASES}, (kind, client)
-        for confirms in (False, True):
-            rates = {p.rate for p in cp.delivery if p.persistent and p.confirms == confirms}
-            assert rates == {ph.total for ph in PHASES}, (kind, client, confirms, rates)
+        assert {p.rate for p in cp.turnaround} == {ph.total for ph in PHASES if ph.turn}
+        for persistent in (False, True):
+            for confirms in (False, True):
+                rates = {
+                    p.rate
+                    for p in cp.delivery
+                    if (p.persistent, p.confirms, p.follow_up) == (persistent, confirms, False)
+                }
+                assert rates == {ph.total for ph in PHASES}, (kind, client, confirms, rates)
 
 
 def test_confirmed_persistent_messages_draw_from_their_own_table() -> None:
-    """A producer that waits for confirms sends through the broker's confirmed persistent path:
-    its queue draws from the confirmed points, a transient confirmed one from the transient
-    points, and a profile without confirmed points falls back to the persistent ones."""
+    """A producer that waits for confirms sends through the broker's confirmed path: its queue
+    draws from the confirmed points of its persistence; a profile without them falls back to
+    the unconfirmed points of that persistence."""
     cp = _client_path()
     cp = cp.model_copy(
         update={
@@ -173,6 +182,11 @@ def test_confirmed_persistent_messages_draw_from_their_own_table() -> None:
     assert cp.delivery_table(50, 200, False, 0.0, confirms=True).floor == pytest.approx(0.001)
     older = cp.model_copy(update={"delivery": [p for p in cp.delivery if not p.confirms]})
     assert older.delivery_table(50, 200, True, 0.0, confirms=True).floor == pytest.approx(0.0012)
+    # revision 5 measures transient confirmed deliveries too: they draw from their own points
+    cp5 = cp.model_copy(update={"delivery": [*cp.delivery, _path(50, 200, 0.0014, confirms=True)]})
+    assert cp5.delivery_table(50, 200, False, 0.0, confirms=True).floor == pytest.approx(0.0014)
+    assert cp5.delivery_table(50, 200, False, 0.0).floor == pytest.approx(0.001)
+    assert cp5.delivery_table(50, 200, True, 0.0, confirms=True).floor == pytest.approx(0.0017)
 
 
 def test_follow_ups_draw_from_the_follow_up_points_of_their_persistence() -> None:
@@ -217,10 +231,16 @@ def test_every_phase_measures_confirmed_deliveries_from_a_confirming_producer() 
     for ph in PHASES:
         (p,) = [p for p in s.producers if p.name == f"{ph.name}-confirmed"]
         assert p.persistent and p.confirms and p.arrival.rate == pytest.approx(ph.confirmed)
-        others = [q for q in s.producers if q.name.startswith(ph.name) and q is not p]
-        assert not any(q.confirms for q in others)  # only this stream waits for confirms
+        (t,) = [p for p in s.producers if p.name == f"{ph.name}-{CONFIRMED_TRANSIENT}"]
+        assert not t.persistent and t.confirms
+        assert t.arrival.rate == pytest.approx(ph.confirmed_transient) and ph.confirmed_transient
+        others = [q for q in s.producers if q.name.startswith(ph.name) and q not in (p, t)]
+        assert not any(q.confirms for q in others)  # only these streams wait for confirms
     queue = next(q for q in s.topology.queues if q.name == "mqbed-cal-confirmed")
     assert queue.durable
+    transient = f"mqbed-cal-{CONFIRMED_TRANSIENT}"
+    assert not next(q for q in s.topology.queues if q.name == transient).durable
+    assert any(c.queue == transient for c in s.consumers)
     assert any(c.queue == "mqbed-cal-confirmed" for c in s.consumers)
 
 
@@ -244,7 +264,7 @@ def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> 
         assert hold.service_time.kind == "exponential"  # a continuous law (module docstring)
         rho = ph.hold * (HOLD_SERVICE + 0.001) / hold.count
         assert rho == pytest.approx(HOLD_UTILISATION, abs=0.02)  # busy at times, never saturated
-    assert [ph.total for ph in PHASES] == [90.0, 224.0, 418.0]  # the load levels of the tables
+    assert [ph.total for ph in PHASES] == [110.0, 244.0, 438.0]  # the load levels of the tables
     assert {p.queue for p in s.producers} >= {"mqbed-cal-small", "mqbed-cal-large"}
 
 
@@ -351,7 +371,13 @@ def test_tables_from_records_keep_the_confirmed_and_chained_streams_apart() -> N
     ones of the same phase."""
     low = PHASES[0]
     rows = []
-    for stream, lat in (("persistent", 0.001), ("confirmed", 0.0015), ("chained-persistent", 6e-4)):
+    streams = (
+        ("persistent", 0.001),
+        ("confirmed", 0.0015),
+        ("chained-persistent", 6e-4),
+        (CONFIRMED_TRANSIENT, 8e-4),
+    )
+    for stream, lat in streams:
         for i, t in enumerate(np.linspace(low.start + 1.1, low.stop - 0.1, 100)):
             rows.append((f"mqbed-cal-{stream}", "c0", f"{stream}{i}", t + lat, lat, None, t + lat))
     cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
@@ -359,7 +385,13 @@ def test_tables_from_records_keep_the_confirmed_and_chained_streams_apart() -> N
     d["outcome"] = "acked"
     paths, _, fits = tables_from_records(d)
     by = {(p.persistent, p.confirms, p.follow_up): p for p in paths}
-    assert set(by) == {(True, False, False), (True, True, False), (True, False, True)}
+    assert set(by) == {
+        (True, False, False),
+        (True, True, False),
+        (True, False, True),
+        (False, True, False),
+    }
+    assert by[(False, True, False)].table.floor == pytest.approx(0.0008)
     assert by[(True, True, False)].table.floor == pytest.approx(0.0015)
     assert by[(True, False, False)].table.floor == pytest.approx(0.001)
     assert by[(True, False, True)].table.floor == pytest.approx(0.0006)
@@ -367,4 +399,51 @@ def test_tables_from_records_keep_the_confirmed_and_chained_streams_apart() -> N
         "delivery/low/persistent",
         "delivery/low/confirmed",
         "delivery/low/chained-persistent",
+        f"delivery/low/{CONFIRMED_TRANSIENT}",
     }
+
+
+def _turn_rows(rng: np.random.Generator, n: int, start: float) -> list[tuple[object, ...]]:
+    """A prefetch-1 consumer at utilisation ~0.6: a message that arrives while it is busy waits
+    at the broker and starts 0.3 ms + U(0, 0.2) ms after the ack; one that finds it idle starts
+    1 ms after its publish."""
+    rows: list[tuple[object, ...]] = []
+    t_arrival, free = start, start
+    for i in range(n):
+        t_arrival += rng.exponential(0.015)
+        waited = t_arrival < free
+        begin = free + 0.0003 + rng.uniform(0.0, 0.0002) if waited else t_arrival + 0.001
+        done = begin + rng.exponential(HOLD_SERVICE) + 0.0008
+        rows.append(("mqbed-cal-turn-high", "t0", f"t{i}", begin, begin - t_arrival, None, done))
+        free = done
+    return rows
+
+
+def test_turnaround_points_keep_the_ack_to_start_gaps_of_messages_that_waited() -> None:
+    """Only messages published well before the previous ack count (they waited at the broker);
+    the turn stream is no delivery point of its own."""
+    high = PHASES[-1]
+    rows = _turn_rows(np.random.default_rng(5), 600, high.start + 1.2)
+    cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
+    d = pd.DataFrame(rows, columns=cols)
+    d["outcome"] = "acked"
+    (point,), fits = turnaround_points(d)
+    assert point.rate == high.total
+    assert point.table.floor == pytest.approx(0.0003, abs=2e-6)
+    assert point.table.quantile(1.0) <= 0.0005 + 1e-9  # no idle start (1 ms) among them
+    assert point.table.quantile(0.5) == pytest.approx(0.0004, abs=3e-5)
+    assert [f.point for f in fits] == ["turnaround/high/turn"]
+    assert tables_from_records(d) == ([], [], [])
+    assert turnaround_points(d[d.t_deliver < high.start + 1.5]) == ([], [])  # too few
+
+
+def test_the_turnaround_consumer_takes_one_message_at_a_time_at_utilisation_0_6() -> None:
+    s = Scenario.model_validate(calibration_scenario("activemq", "stomp"))
+    turning = [ph for ph in PHASES if ph.turn]
+    assert [ph.name for ph in turning] == ["mid", "high"]
+    for ph in turning:
+        (c,) = [c for c in s.consumers if c.queue == f"mqbed-cal-{ph.turn_queue}"]
+        assert c.prefetch == 1 and c.count == 1 and c.ack == "after_processing"
+        assert ph.turn * (HOLD_SERVICE + 0.001) == pytest.approx(HOLD_UTILISATION, abs=0.02)
+        (p,) = [p for p in s.producers if p.queue == f"mqbed-cal-{ph.turn_queue}"]
+        assert p.arrival.rate == pytest.approx(ph.turn)

@@ -23,11 +23,12 @@ name: path-kinds
 duration: 30s
 warmup: 2s
 topology:
-  queues: [{name: orders}, {name: plain}, {name: conf}, {name: stat}]
+  queues: [{name: orders}, {name: plain}, {name: conf}, {name: stat}, {name: quotes}]
 producers:
   - {name: shop, queue: orders, arrival: {kind: poisson, rate: 20/s}, size: 200B,
      persistent: true, confirms: true}
   - {name: p, queue: plain, arrival: {kind: poisson, rate: 20/s}, size: 200B, persistent: true}
+  - {name: q, queue: quotes, arrival: {kind: poisson, rate: 20/s}, size: 200B, confirms: true}
 consumers:
   - name: dc
     queue: orders
@@ -37,6 +38,7 @@ consumers:
   - {name: c1, queue: plain}
   - {name: c2, queue: conf}
   - {name: c3, queue: stat}
+  - {name: c4, queue: quotes}
 """
 
 # floors (s) of each kind's table: far apart, so a queue's latency says which one it drew
@@ -46,6 +48,7 @@ FLOORS = {
     (True, True, False): 0.008,
     (True, False, True): 0.012,
     (False, False, True): 0.016,
+    (False, True, False): 0.020,
 }
 
 
@@ -80,6 +83,7 @@ def test_queue_traffic_says_what_each_queue_carries() -> None:
         "plain": (True, False, False),
         "conf": (True, False, True),
         "stat": (False, False, True),
+        "quotes": (False, True, False),
     }
     assert t["stat"].rate == pytest.approx(10.0)  # half the orders
 
@@ -97,5 +101,6 @@ def test_each_queue_draws_its_path_from_its_own_table() -> None:
         ("plain", (True, False, False)),
         ("conf", (True, False, True)),
         ("stat", (False, False, True)),
+        ("quotes", (False, True, False)),  # transient, confirmed (calibration revision 5)
     ):
         assert lowest[queue] == pytest.approx(FLOORS[kind], abs=0.0015), queue

@@ -82,9 +82,9 @@ def test_with_a_client_path_threads_stages_are_constant_and_fit_under_the_fastes
 
 
 def test_only_messages_drawn_from_a_confirmed_table_skip_the_confirm_overhead() -> None:
-    """Confirmed persistent messages draw from the confirmed table, which holds the
-    confirm-mode publish; transient confirmed ones draw from the transient points, measured
-    from a producer that does not confirm, and pay the overhead."""
+    """Confirmed messages draw from the confirmed table of their persistence, which holds the
+    confirm-mode publish; without one (transient ones before calibration revision 5) they draw
+    points measured from a producer that does not confirm, and pay the overhead."""
     p = _profile("rabbitmq", "pika")
     p = p.model_copy(update={"confirm_overhead": p.confirm_overhead.model_copy(update={"a": 3e-4})})
     c = derive_costs(p, "amqp", 1, 1e9)
@@ -97,6 +97,15 @@ def test_only_messages_drawn_from_a_confirmed_table_skip_the_confirm_overhead() 
     plain = cp.model_copy(update={"delivery": [x for x in cp.delivery if not x.confirms]})
     older = derive_costs(p.model_copy(update={"client_path": plain}), "amqp", 1, 1e9)
     assert older.confirm_extra(persistent=True)[0] == pytest.approx(3e-4)
+    # calibration revision 5 measures transient confirmed deliveries: no overhead on top
+    table = quantile_table(SAMPLE)
+    five = cp.model_copy(
+        update={
+            "delivery": [*cp.delivery, PathPoint(rate=10, size=200, confirms=True, table=table)]
+        }
+    )
+    c5 = derive_costs(p.model_copy(update={"client_path": five}), "amqp", 1, 1e9)
+    assert c5.confirm_extra(persistent=False) == (0.0, 0.0)
 
 
 def test_with_a_client_path_the_amqp_queue_process_fits_under_the_fastest_delivery() -> None:

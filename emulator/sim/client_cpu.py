@@ -10,6 +10,10 @@ where its handler starts, and other deliveries arriving meanwhile wait for it; i
 it only occupies the process for the others. Booking a delivery's whole cost before its
 handler (revision 2) made the tenth of ten fanned-out copies wait for nine whole operations:
 0.4 ms per copy where the measured copies of the fan-out 1→10 follow each other by ~0.2 ms.
+The fitted receive CPU still holds work done after a handler has started (timers, the
+service's wake-up); a profile that measured the gap between fanned-out copies in one process
+(``ClientPath.copy_gap``) books only that much before the handler and the rest with the ack
+(``Costs.client_cpu``).
 The delivery and hold tables already carry the *average* contention of the calibration's
 independent Poisson streams; what they cannot carry is work that arrives together: one
 published message fanned out to five queues whose five consumers live in one process (the

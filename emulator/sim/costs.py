@@ -153,12 +153,20 @@ class Costs:
         """CPU seconds of one Locust process per publish, per delivery before its handler and
         per delivery after its service (None: not measured, so the processes are not simulated
         as shared servers; ``emulator.sim.client_cpu``). A profile with only the total per
-        operation books it all before a delivery's handler, as it was measured to mean."""
+        operation books it all before a delivery's handler, as it was measured to mean. With
+        the copy gap measured, a delivery's work before its handler is that gap (at most the
+        fitted receive), and the rest of the receive is booked with its ack."""
         cp = self.profile.client_path
         if cp is None:
             return None
         if cp.cpu is not None:
-            return (cp.cpu.publish, cp.cpu.receive, cp.cpu.ack)
+            u = cp.cpu
+            if cp.copy_gap is None:
+                return (u.publish, u.receive, u.ack)
+            # only the measured work before a handler delays it; the rest of the fitted
+            # receive CPU still occupies the process, after the service with the ack
+            before = min(cp.copy_gap, u.receive)
+            return (u.publish, before, u.ack + u.receive - before)
         c = cp.cpu_per_op
         return None if not c else (c, c, 0.0)
 

@@ -4,7 +4,7 @@ A short generated scenario runs through the same machinery as ``mqbed run`` — 
 the broker adapter of the scenario's client library, the recorder — and its records give the
 tables of :class:`testbed.core.client_path.ClientPath`:
 
-- three phases of load, *low*, *mid* and *high* total message rate (``PHASES``); in each,
+- four phases of load, *quiet*, *low*, *mid* and *high* total message rate (``PHASES``); in each,
   consumers that serve in zero time take messages of a small and a large size and small
   persistent messages on durable queues, from a producer that does not wait for confirms and
   from one that does, small transient messages from one that does, and follow-ups the small and
@@ -27,12 +27,15 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   message, a cost an unsaturated consumer pays only when one is waiting (measured: 0.96 vs
   0.91 ms in-handler on the quickstart), and the tables came out 0.1–0.3 ms above the quickstart's
   own consumers — enough, at utilisation 0.6, to raise its predicted mean latency by ~10 %.
+- in the low phase a fan-out of one producer to five queues whose consumers share the process:
+  the median gap between the handler starts of one message's copies is ``copy_gap``
+  (``path_scenario.FAN``), the work a delivery costs its process before its handler;
 - in the mid and high phases one prefetch-1 consumer at the same utilisation: its gaps from an
   ack to the start of a message already waiting at the broker are the *turnaround* table
   (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead.
 
 The Locust process samples its CPU time and its counts of publishes and deliveries every second
-(``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
+(``testbed.observe.process_cpu``): the slope of CPU over operations across the phases is
 ``cpu_per_op``, the marginal CPU cost of one client operation, with which the simulator makes the
 users of one process wait for each other (0 when no positive slope could be fitted: measured, and
 no shared-server term; a cached profile with 0 is not measured again for it). The same samples
@@ -55,6 +58,7 @@ __all__ = [
     "PHASES",
     "CpuMeter",
     "calibration_scenario",
+    "copy_gap",
     "measure_client_path",
     "tables_from_records",
     "turnaround_points",
@@ -76,6 +80,7 @@ from testbed.calibration.confirm_path import MIN_SAMPLE, confirm_points, read_se
 from testbed.calibration.path_scenario import (
     CHAINS,
     CONFIRMED_TRANSIENT,
+    FAN,
     HOLD_SERVICE,
     HOLD_UTILISATION,
     LARGE,
@@ -116,8 +121,8 @@ def tables_from_records(
     fits: list[PointFit] = []
     for (phase, queue), g in d[d.phase.notna()].groupby(["phase", "queue"]):
         stream = str(queue).removeprefix("mqbed-cal-")
-        if stream.startswith(TURN):
-            continue  # `turnaround_points`
+        if stream.startswith((TURN, FAN)):
+            continue  # `turnaround_points`, `copy_gap`
         if stream.startswith("hold"):
             sample = _hold_sample(g)
             if len(sample) < MIN_SAMPLE:
@@ -195,6 +200,23 @@ def turnaround_points(
     return points, fits
 
 
+def copy_gap(deliveries: pd.DataFrame) -> float | None:
+    """Median gap (s) between the handler starts of consecutive copies of one message of the
+    fan-out stream (`path_scenario.FAN`); None with fewer than ``MIN_SAMPLE`` gaps."""
+    d = deliveries[
+        (deliveries.outcome == "acked")
+        & deliveries.queue.astype(str).str.startswith(f"mqbed-cal-{FAN}-")
+        & (deliveries.attempt == 1 if "attempt" in deliveries else True)
+    ]
+    if d.empty:
+        return None
+    starts = d.sort_values(["msg_id", "t_deliver"])
+    gaps = starts.groupby("msg_id").t_deliver.diff().dropna().to_numpy(dtype=float)
+    if len(gaps) < MIN_SAMPLE:
+        return None
+    return round(float(np.median(np.maximum(gaps, 0.0))), 7)
+
+
 Replicate = Callable[[Path, Path], pd.DataFrame]
 """Runs a scenario file into a run directory and returns its merged measured deliveries."""
 
@@ -250,6 +272,7 @@ def measure_client_path(
         hold=holds,
         confirm=confirms,
         turnaround=turns,
+        copy_gap=copy_gap(deliveries),
         fit=fits + fit_t + fit_c,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),

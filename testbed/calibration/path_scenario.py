@@ -9,6 +9,9 @@ from __future__ import annotations
 __all__ = [
     "CHAINS",
     "CONFIRMED_TRANSIENT",
+    "FAN",
+    "FAN_SERVICE",
+    "FAN_WIDTH",
     "HOLD_SERVICE",
     "HOLD_UTILISATION",
     "LARGE",
@@ -36,6 +39,15 @@ CONFIRMED_TRANSIENT = "confirmed-transient"
 scenarios confirm transient messages (the quickstart does). Before it, such a message drew the
 unconfirmed transient table plus the broker micro-benchmark's confirm overhead, measured with
 pika (0.11 ms on RabbitMQ): the kombu quickstart's body came out 0.11-0.18 ms high."""
+FAN, FAN_WIDTH, FAN_SERVICE = "fan", 5, 0.01
+"""A fanout exchange bound to ``FAN_WIDTH`` queues whose consumers share the Locust process,
+each serving ``FAN_SERVICE`` (constant: its handler sleeps through the burst, so no ack is
+sent while the copies arrive): the median gap between the handler starts of consecutive copies
+of one message is the work a delivery costs its process *before* its handler, the part of the
+fitted receive CPU on that path (``ClientPath.copy_gap``). The fitted figure spaced simulated
+copies twice as far apart as measured (SPECjms2007 interaction 3 on ActiveMQ: 0.2-0.25 ms a
+copy, measured 0.08-0.1 ms; the fan-out 1→10 on both brokers alike): it holds work done after
+the handler has started too (its timers, the service's wake-up)."""
 TURN = "turn"
 """The stream whose one consumer takes one message at a time (prefetch 1) at utilisation
 ``HOLD_UTILISATION``: when the next message was already waiting at the broker, the gap from the
@@ -62,6 +74,8 @@ class Phase:
     hold_consumers: int = 0
     turn: float = 0.0
     """msg/s to one prefetch-1 consumer of ``HOLD_SERVICE`` (the turnaround, ``TURN``)."""
+    fan: float = 0.0
+    """msg/s published to the fan-out of ``FAN_WIDTH`` queues (the copy gap, ``FAN``)."""
 
     @property
     def chained(self) -> float:
@@ -71,7 +85,8 @@ class Phase:
     @property
     def total(self) -> float:
         return (self.small + self.large + self.persistent + self.confirmed
-                + self.confirmed_transient + self.hold + self.turn + self.chained)  # fmt: skip
+                + self.confirmed_transient + self.hold + self.turn + self.fan * FAN_WIDTH
+                + self.chained)  # fmt: skip
 
     @property
     def hold_queue(self) -> str:
@@ -92,20 +107,25 @@ process and the broker's connection are already awake."""
 
 PHASES = (
     Phase(
-        "low", 2.0, 14.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
-        confirmed_transient=20.0, hold=0.0,
+        "quiet", 2.0, 32.0, small=6.0, large=3.0, persistent=3.0, confirmed=3.0,
+        confirmed_transient=3.0, hold=0.0,
     ),
     Phase(
-        "mid", 16.0, 28.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
+        "low", 34.0, 46.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
+        confirmed_transient=20.0, hold=0.0, fan=4.0,
+    ),
+    Phase(
+        "mid", 48.0, 60.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
         confirmed_transient=20.0, hold=67.0, hold_consumers=1, turn=67.0,
     ),
     Phase(
-        "high", 30.0, 44.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0,
+        "high", 62.0, 76.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0,
         confirmed_transient=20.0, hold=201.0, hold_consumers=3, turn=67.0,
     ),
 )  # fmt: skip
-"""Offered rates per phase (s, msg/s): totals 110, 244 and 438 with the chained follow-ups (90, 224
-and 418 before the transient confirmed stream of revision 5); a hold stream offers n ×
+"""Offered rates per phase (s, msg/s): totals 24, 130, 244 and 438 with the chained follow-ups and
+the low phase's five copies of each fanned-out message (90, 224 and 418 before revision 5 added
+the transient confirmed stream, the fan-out and the quiet phase); a hold stream offers n ×
 HOLD_UTILISATION / (8 ms + ~1 ms), and so does the turnaround stream to its one prefetch-1
 consumer (``TURN``; its 67 msg/s came out of the hold streams, which had one consumer more, so
 the totals stayed those of the earlier tables). The delivery streams keep one consumer each at ≤
@@ -120,7 +140,14 @@ STOMP): the broker's persistent path with the store's acknowledgement in it. Wit
 scenario (persistent, confirmed 1 KB messages at 100 msg/s, under a broker kill) drew from the
 unconfirmed persistent table and was predicted ~0.5 ms low at every quantile on ActiveMQ (p10
 0.90 vs 1.44 ms, KS 0.32). The *confirmed-transient* stream is its transient sibling
-(``CONFIRMED_TRANSIENT``)."""
+(``CONFIRMED_TRANSIENT``). The *quiet* phase (revision 5) is the machine between messages: every
+stream at a few msg/s, 30 s for ~87 messages a stream (a `--quick` calibration, at half the
+length, keeps too few and has no quiet points: its tables are clamped at the low phase's). A
+RabbitMQ queue at 6 msg/s took a median 1.11 ms (p10 0.92 ms) from publish to start, the same
+queue at 30 msg/s 0.80 ms (p10 0.40 ms), and the lowest phase before it was 90 msg/s: SPECjms2007
+interaction 3 (6 msg/s fanned out to five queues) was predicted from that table, its first copy
+at a median of 0.85 ms where 1.31 ms was measured. Processes that sleep between messages — the
+producer's event loop, the broker's schedulers, the consumer's — pay a wake-up on every message."""
 
 
 def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str, Any]:
@@ -134,6 +161,7 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
         "drain_timeout": "20s",
         "broker": {"kind": kind, "client": client},
         "topology": {
+            "exchanges": [{"name": f"mqbed-cal-{FAN}", "type": "fanout"}],
             "queues": [
                 {"name": "mqbed-cal-small", "durable": False},
                 {"name": "mqbed-cal-large", "durable": False},
@@ -151,7 +179,15 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                     for ph in PHASES
                     if ph.turn
                 ),  # fmt: skip
-            ]
+                *(
+                    {
+                        "name": f"mqbed-cal-{FAN}-{i}",
+                        "durable": False,
+                        "bindings": [{"exchange": f"mqbed-cal-{FAN}"}],
+                    }
+                    for i in range(FAN_WIDTH)
+                ),  # fmt: skip
+            ],
         },
         "producers": _producers(scale),
         "consumers": [
@@ -167,6 +203,7 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                 if ph.hold_consumers
             ),  # fmt: skip
             *(_consumer(ph.turn_queue, 1, HOLD_SERVICE, prefetch=1) for ph in PHASES if ph.turn),
+            *(_consumer(f"{FAN}-{i}", 1, FAN_SERVICE, constant=True) for i in range(FAN_WIDTH)),
         ],
     }
 
@@ -184,6 +221,17 @@ def _producers(scale: float) -> list[dict[str, Any]]:
             (ph.hold_queue, ph.hold, SMALL, False, "poisson"),
             (ph.turn_queue, ph.turn, SMALL, False, "poisson"),
         ]
+        if ph.fan:
+            producers.append(
+                {
+                    "name": f"{ph.name}-{FAN}",
+                    "exchange": f"mqbed-cal-{FAN}",
+                    "arrival": {"kind": "poisson", "rate": f"{ph.fan}/s"},
+                    "size": f"{SMALL}B",
+                    "start": f"{ph.start * scale}s",
+                    "stop": f"{ph.stop * scale}s",
+                }
+            )
         for queue, rate, size, persistent, arrival in streams:
             if rate <= 0:
                 continue
@@ -209,11 +257,12 @@ def _consumer(
     service: float,
     chain: tuple[str, float, bool] | None = None,
     prefetch: int = 10,
+    constant: bool = False,
 ) -> dict[str, Any]:
     law = (
         {"kind": "exponential", "mean": f"{service * 1000:g}ms"}
-        if service > 0
-        else {"kind": "deterministic", "value": "0ms"}
+        if service > 0 and not constant
+        else {"kind": "deterministic", "value": f"{service * 1000:g}ms"}
     )
     spec: dict[str, Any] = {
         "name": f"cal-{queue}",

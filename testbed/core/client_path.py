@@ -19,6 +19,8 @@ library as a real run, and keeps from its records two empirical distributions pe
 - ``turnaround``: from a prefetch-1 consumer's ack to its start on the next message when that
   message was already waiting at the broker: the ack's way there, the dispatch and the push
   back — the part of the delivery path a message still has ahead after waiting at the broker.
+- ``copy_gap``: the gap between the handler starts of a fanned-out message's copies whose
+  consumers share one process: the work a delivery costs its process before its handler.
 - ``cpu_per_op``: the CPU one Locust process spends per publish or delivery — what makes the
   users of one process wait for each other (``emulator.sim.client_cpu``);
 - ``cpu``: where that CPU goes — a publish, a delivery before its handler starts (receive) and
@@ -67,7 +69,8 @@ earlier one is measured again by the next run (`ClientPath.missing`):
    confirm of a persistent message (``confirm``);
 5. the turnaround of a prefetch-1 consumer (``turnaround``), its load taken from the hold
    consumers, one fewer per phase; transient deliveries from a producer that asks for confirms
-   (``PathPoint.confirms`` on a transient point)."""
+   (``PathPoint.confirms`` on a transient point); a quiet phase (24 msg/s in all); the gap
+   between a fanned-out message's copies (``copy_gap``)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
@@ -159,6 +162,10 @@ class ClientPath(Strict):
     """Ack → start of a message that waited at the broker, per total rate, from a prefetch-1
     consumer (empty: not measured; a waiting message then draws the whole delivery table after
     its dispatch, as before)."""
+    copy_gap: float | None = Field(None, ge=0)
+    """Median gap (s) between the handler starts of consecutive copies of one fanned-out
+    message whose consumers share a Locust process: the part of ``cpu.receive`` done before a
+    handler starts (None: not measured; all of it is booked there)."""
     fit: list[PointFit] = Field(default_factory=list)
     cpu_per_op: float | None = Field(None, ge=0)
     """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
@@ -193,7 +200,8 @@ class ClientPath(Strict):
             return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
                     "is spent, confirmed deliveries, follow-ups, the turnaround of a "
-                    "prefetch-1 consumer)")  # fmt: skip
+                    "prefetch-1 consumer, a quiet phase, the gap between fanned-out "
+                    "copies)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:

@@ -16,10 +16,11 @@ from testbed.calibration.client_path import (
     HOLD_UTILISATION,
     PHASES,
     calibration_scenario,
+    copy_gap,
     tables_from_records,
     turnaround_points,
 )
-from testbed.calibration.path_scenario import CONFIRMED_TRANSIENT
+from testbed.calibration.path_scenario import CONFIRMED_TRANSIENT, FAN, FAN_SERVICE, FAN_WIDTH
 from testbed.core.client_path import PROTOCOL, ClientPath, HoldPoint, PathPoint, Provenance
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import default_profile
@@ -151,6 +152,7 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert cp.cpu is not None and cp.cpu.receive > 0, (kind, client)
         assert {p.rate for p in cp.confirm} == {ph.total for ph in PHASES}, (kind, client)
         assert {p.rate for p in cp.turnaround} == {ph.total for ph in PHASES if ph.turn}
+        assert cp.copy_gap is not None and 0 < cp.copy_gap < 0.002, (kind, client)
         for persistent in (False, True):
             for confirms in (False, True):
                 rates = {
@@ -249,7 +251,8 @@ def test_every_phase_measures_persistent_deliveries_at_the_same_total_load() -> 
     for ph in PHASES:
         persistent = [p for p in s.producers if p.name == f"{ph.name}-persistent"]
         assert len(persistent) == 1 and persistent[0].persistent, ph
-        assert persistent[0].arrival.rate == pytest.approx(ph.persistent) and ph.persistent >= 20
+        assert persistent[0].arrival.rate == pytest.approx(ph.persistent)
+        assert ph.persistent * (ph.stop - ph.start - 1) >= 80  # enough for a table
     queue = next(q for q in s.topology.queues if q.name == "mqbed-cal-persistent")
     assert queue.durable
 
@@ -264,7 +267,7 @@ def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> 
         assert hold.service_time.kind == "exponential"  # a continuous law (module docstring)
         rho = ph.hold * (HOLD_SERVICE + 0.001) / hold.count
         assert rho == pytest.approx(HOLD_UTILISATION, abs=0.02)  # busy at times, never saturated
-    assert [ph.total for ph in PHASES] == [110.0, 244.0, 438.0]  # the load levels of the tables
+    assert [ph.total for ph in PHASES] == [24.0, 130.0, 244.0, 438.0]  # the tables' load levels
     assert {p.queue for p in s.producers} >= {"mqbed-cal-small", "mqbed-cal-large"}
 
 
@@ -369,7 +372,7 @@ def test_tables_from_records_keep_the_confirmed_and_chained_streams_apart() -> N
     """The confirmed stream's deliveries become persistent points marked `confirms`, the chained
     persistent follow-ups persistent points marked `follow_up`, apart from the plain persistent
     ones of the same phase."""
-    low = PHASES[0]
+    low = next(ph for ph in PHASES if ph.name == "low")
     rows = []
     streams = (
         ("persistent", 0.001),
@@ -447,3 +450,54 @@ def test_the_turnaround_consumer_takes_one_message_at_a_time_at_utilisation_0_6(
         assert ph.turn * (HOLD_SERVICE + 0.001) == pytest.approx(HOLD_UTILISATION, abs=0.02)
         (p,) = [p for p in s.producers if p.queue == f"mqbed-cal-{ph.turn_queue}"]
         assert p.arrival.rate == pytest.approx(ph.turn)
+
+
+def test_a_quiet_phase_measures_every_delivery_stream_while_the_machine_sleeps() -> None:
+    """At a few msg/s the processes sleep between messages and every delivery pays a wake-up:
+    a RabbitMQ queue at 6 msg/s took a median 1.11 ms where 30 msg/s took 0.80 ms. The quiet
+    phase keeps the total below 30 msg/s and still gives every delivery stream, follow-ups
+    included, enough messages for a table at the run's scale."""
+    quiet = PHASES[0]
+    assert quiet.name == "quiet" and quiet.total < 30 and not quiet.hold and not quiet.turn
+    seconds = quiet.stop - quiet.start - 1  # the first second of a phase is trimmed
+    rates = {s: getattr(quiet, s) for s in ("small", "large", "persistent", "confirmed")}
+    rates[CONFIRMED_TRANSIENT] = quiet.confirmed_transient
+    rates.update({to: getattr(quiet, src) * p for src, (to, p, _) in CHAINS.items()})
+    for stream, rate in rates.items():
+        assert rate * seconds >= 1.5 * 50, stream  # 50: the fewest a table is built from
+    assert quiet.stop < PHASES[1].start  # phases never overlap
+
+
+def test_the_copy_gap_is_the_median_gap_between_the_starts_of_one_messages_copies() -> None:
+    rng = np.random.default_rng(8)
+    low = next(ph for ph in PHASES if ph.name == "low")
+    rows = []
+    for i, t in enumerate(np.linspace(low.start + 1.1, low.stop - 0.1, 60)):
+        start = t + 0.001
+        for k in rng.permutation(FAN_WIDTH):  # copies start one after another, queue order free
+            rows.append((f"mqbed-cal-{FAN}-{k}", f"c{k}", f"m{i}", start, start - t, None, start))
+            start += 0.0001 + rng.uniform(0.0, 0.00004)
+        rows.append(("mqbed-cal-small", "s", f"s{i}", t + 0.002, 0.002, None, t + 0.002))
+    cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
+    d = pd.DataFrame(rows, columns=cols)
+    d["outcome"] = "acked"
+    assert copy_gap(d) == pytest.approx(0.00012, abs=5e-6)
+    assert copy_gap(d[d.msg_id.isin(["m0", "m1"])]) is None  # 8 gaps: too few
+    paths, _, _ = tables_from_records(d)  # the fan-out's copies are no delivery point
+    assert [p.table.floor for p in paths] == [pytest.approx(0.002)]
+
+
+def test_the_fan_out_stream_shares_one_process_and_sleeps_through_its_burst() -> None:
+    s = Scenario.model_validate(calibration_scenario("activemq", "stomp"))
+    assert s.workers == 1  # the copies' consumers share the Locust process
+    assert s.routed_queues(f"mqbed-cal-{FAN}", "") == [
+        f"mqbed-cal-{FAN}-{i}" for i in range(FAN_WIDTH)
+    ]
+    fans = [c for c in s.consumers if c.queue.startswith(f"mqbed-cal-{FAN}-")]
+    assert len(fans) == FAN_WIDTH
+    for c in fans:  # a constant service far longer than the burst: no ack inside it
+        assert c.service_time.kind == "deterministic" and c.service_time.mean == FAN_SERVICE
+        assert FAN_SERVICE > 5 * FAN_WIDTH * 0.0002  # a burst of five copies at ≤ 0.2 ms each
+    (p,) = [p for p in s.producers if p.exchange == f"mqbed-cal-{FAN}"]
+    low = next(ph for ph in PHASES if ph.name == "low")
+    assert p.arrival.rate == pytest.approx(low.fan) and low.fan * FAN_WIDTH <= low.total

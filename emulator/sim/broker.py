@@ -329,17 +329,6 @@ class ThreadsBroker(Broker):
         heapq.heapreplace(free, end)
         return end
 
-    def shared_draw(self, m: int) -> float | None:
-        """The uniform a copy of fanned-out message ``m`` shares with its sibling copies, or
-        None (a single-copy message, or coupling off); each copy takes it once."""
-        e = self.coupled.get(m)
-        if e is None:
-            return None
-        e[1] -= 1
-        if e[1] <= 0:
-            del self.coupled[m]
-        return e[0]
-
     def requeue(self, q: Queue, m: int, attempts: int, tail: bool = False) -> None:
         """A redelivery passes the dispatch stage again (λ2 = λ/p, §4)."""
         if self.zero_dispatch:

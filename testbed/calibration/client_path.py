@@ -4,7 +4,7 @@ A short generated scenario runs through the same machinery as ``mqbed run`` — 
 the broker adapter of the scenario's client library, the recorder — and its records give the
 tables of :class:`testbed.core.client_path.ClientPath`:
 
-- four phases of load, *quiet*, *low*, *mid* and *high* total message rate (``PHASES``); in each,
+- three phases of load, *low*, *mid* and *high* total message rate (``PHASES``); in each,
   consumers that serve in zero time take messages of a small and a large size and small
   persistent messages on durable queues, from a producer that does not wait for confirms and
   from one that does, small transient messages from one that does, and follow-ups the small and
@@ -35,7 +35,7 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead.
 
 The Locust process samples its CPU time and its counts of publishes and deliveries every second
-(``testbed.observe.process_cpu``): the slope of CPU over operations across the phases is
+(``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
 ``cpu_per_op``, the marginal CPU cost of one client operation, with which the simulator makes the
 users of one process wait for each other (0 when no positive slope could be fitted: measured, and
 no shared-server term; a cached profile with 0 is not measured again for it). The same samples

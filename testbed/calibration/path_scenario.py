@@ -107,47 +107,35 @@ process and the broker's connection are already awake."""
 
 PHASES = (
     Phase(
-        "quiet", 2.0, 32.0, small=6.0, large=3.0, persistent=3.0, confirmed=3.0,
-        confirmed_transient=3.0, hold=0.0,
-    ),
-    Phase(
-        "low", 34.0, 46.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
+        "low", 2.0, 14.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
         confirmed_transient=20.0, hold=0.0, fan=4.0,
     ),
     Phase(
-        "mid", 48.0, 60.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
+        "mid", 16.0, 28.0, small=20.0, large=10.0, persistent=20.0, confirmed=20.0,
         confirmed_transient=20.0, hold=67.0, hold_consumers=1, turn=67.0,
     ),
     Phase(
-        "high", 62.0, 76.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0,
+        "high", 30.0, 44.0, small=60.0, large=10.0, persistent=20.0, confirmed=20.0,
         confirmed_transient=20.0, hold=201.0, hold_consumers=3, turn=67.0,
     ),
 )  # fmt: skip
-"""Offered rates per phase (s, msg/s): totals 24, 130, 244 and 438 with the chained follow-ups and
-the low phase's five copies of each fanned-out message (90, 224 and 418 before revision 5 added
-the transient confirmed stream, the fan-out and the quiet phase); a hold stream offers n ×
-HOLD_UTILISATION / (8 ms + ~1 ms), and so does the turnaround stream to its one prefetch-1
-consumer (``TURN``; its 67 msg/s came out of the hold streams, which had one consumer more, so
-the totals stayed those of the earlier tables). The delivery streams keep one consumer each at ≤
-60 msg/s (busy ~6 % of the time): spreading a faster small stream over five consumers made
-ActiveMQ's deliveries slower even at 50 msg/s (p50 2.33 vs 1.93 ms), and one consumer at 182
-msg/s was busy a fifth of the time and queued. Persistent messages are measured in every phase,
-as transient ones are: measured only in the high phase, a scenario of persistent messages at 9
-msg/s (SPECjms2007 interaction 1) drew its deliveries from the 358 msg/s table, whose p90 is
-twice that of the quiet machine, and was predicted +52 % mean latency on RabbitMQ. The
-*confirmed* stream is persistent too, from a producer that asks for confirms (a receipt on
-STOMP): the broker's persistent path with the store's acknowledgement in it. Without it a PCM
-scenario (persistent, confirmed 1 KB messages at 100 msg/s, under a broker kill) drew from the
-unconfirmed persistent table and was predicted ~0.5 ms low at every quantile on ActiveMQ (p10
-0.90 vs 1.44 ms, KS 0.32). The *confirmed-transient* stream is its transient sibling
-(``CONFIRMED_TRANSIENT``). The *quiet* phase (revision 5) is the machine between messages: every
-stream at a few msg/s, 30 s for ~87 messages a stream (a `--quick` calibration, at half the
-length, keeps too few and has no quiet points: its tables are clamped at the low phase's). A
-RabbitMQ queue at 6 msg/s took a median 1.11 ms (p10 0.92 ms) from publish to start, the same
-queue at 30 msg/s 0.80 ms (p10 0.40 ms), and the lowest phase before it was 90 msg/s: SPECjms2007
-interaction 3 (6 msg/s fanned out to five queues) was predicted from that table, its first copy
-at a median of 0.85 ms where 1.31 ms was measured. Processes that sleep between messages — the
-producer's event loop, the broker's schedulers, the consumer's — pay a wake-up on every message."""
+"""Offered rates per phase (s, msg/s): totals 130, 244 and 438 with the chained follow-ups and the
+low phase's five copies of each fanned-out message (90, 224 and 418 before revision 5 added the
+transient confirmed stream and the fan-out); a hold stream offers n × HOLD_UTILISATION / (8 ms +
+~1 ms), and so does the turnaround stream to its one prefetch-1 consumer (``TURN``; its 67 msg/s
+came out of the hold streams, which had one consumer more, so the totals stayed those of the
+earlier tables). The delivery streams keep one consumer each at ≤ 60 msg/s (busy ~6 % of the
+time): spreading a faster small stream over five consumers made ActiveMQ's deliveries slower even
+at 50 msg/s (p50 2.33 vs 1.93 ms), and one consumer at 182 msg/s was busy a fifth of the time and
+queued. Persistent messages are measured in every phase, as transient ones are: measured only in
+the high phase, a scenario of persistent messages at 9 msg/s (SPECjms2007 interaction 1) drew its
+deliveries from the 358 msg/s table, whose p90 is twice that of the quiet machine, and was
+predicted +52 % mean latency on RabbitMQ. The *confirmed* stream is persistent too, from a
+producer that asks for confirms (a receipt on STOMP): the broker's persistent path with the
+store's acknowledgement in it. Without it a PCM scenario (persistent, confirmed 1 KB messages at
+100 msg/s, under a broker kill) drew from the unconfirmed persistent table and was predicted ~0.5
+ms low at every quantile on ActiveMQ (p10 0.90 vs 1.44 ms, KS 0.32). The *confirmed-transient*
+stream is its transient sibling (``CONFIRMED_TRANSIENT``)."""
 
 
 def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str, Any]:

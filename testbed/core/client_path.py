@@ -69,8 +69,8 @@ earlier one is measured again by the next run (`ClientPath.missing`):
    confirm of a persistent message (``confirm``);
 5. the turnaround of a prefetch-1 consumer (``turnaround``), its load taken from the hold
    consumers, one fewer per phase; transient deliveries from a producer that asks for confirms
-   (``PathPoint.confirms`` on a transient point); a quiet phase (24 msg/s in all); the gap
-   between a fanned-out message's copies (``copy_gap``)."""
+   (``PathPoint.confirms`` on a transient point); the gap between a fanned-out message's
+   copies (``copy_gap``)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
@@ -200,8 +200,7 @@ class ClientPath(Strict):
             return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
                     "is spent, confirmed deliveries, follow-ups, the turnaround of a "
-                    "prefetch-1 consumer, a quiet phase, the gap between fanned-out "
-                    "copies)")  # fmt: skip
+                    "prefetch-1 consumer, the gap between fanned-out copies)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:

@@ -13,7 +13,7 @@ statistics, heartbeats, record flushes) — measured 0.1 of a core for SPECjms20
 ten consumers at 36 operations/s, 3 ms of CPU per operation by the ratio, against 0.33-0.43 ms on
 the fan-out at 1,100 operations/s. :func:`cpu_per_op` therefore fits, over the samples of every
 process, CPU = a·time + b·operations by least squares and keeps the slope b; the calibration's
-four phases of load give the spread of rates that separates the two.
+three phases of load give the spread of rates that separates the two.
 
 Where in an operation the CPU goes matters as much as how much: a delivery's frames are read and
 parsed *before* its handler starts (other users' deliveries that arrive meanwhile wait), its ack

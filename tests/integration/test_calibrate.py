@@ -87,7 +87,6 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     whole = cp.delivery_table(244.0, 200, False, 0.0)
     assert 0 < turn.quantile(0.5) < whole.quantile(0.5), (turn.q, whole.q)
     # transient deliveries from a producer that asks for receipts have points of their own
-    # (a --quick calibration's quiet phase is too short to keep: the other three)
     assert {p.rate for p in cp.delivery if p.confirms and not p.persistent} == {130.0, 244.0, 438.0}
     restart = prof.restart_time
     assert restart is not None and restart.samples == 1, restart

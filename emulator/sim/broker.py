@@ -141,6 +141,9 @@ class Broker:
                 hook(sender, m)
                 notify = RETURNED if notify == 1 else notify  # its confirm comes back failed
             queues = kept
+        if not queues:
+            self._unroutable(sender, m, notify)
+            return
         if self.couple_copies and len(queues) > 1:
             self.coupled[m] = [self._u(), float(len(queues))]
         self._route(sender, m, queues, notify, persistent)
@@ -148,6 +151,7 @@ class Broker:
     def _route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
+        """Serve a message with at least one queue (the model's own part of ``route``)."""
         raise NotImplementedError
 
     def _confirm(self, sender: Sender, m: int, notify: int, written: bool, now: float,
@@ -237,9 +241,6 @@ class AmqpBroker(Broker):
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
-        if n == 0:
-            self._unroutable(sender, m, notify)
-            return
         now = self.env.now
         size = self.sizes[m]
         t = now
@@ -281,9 +282,6 @@ class ThreadsBroker(Broker):
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
-        if n == 0:
-            self._unroutable(sender, m, notify)
-            return
         now = self.env.now
         c = self.costs
         svc = self.receive() + c.per_destination * (n - 1)

@@ -27,9 +27,6 @@ class SharedLockBroker(Broker):
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         n = len(queues)
-        if n == 0:
-            self._unroutable(sender, m, notify)
-            return
         if n > 1:
             self.pending += n - 1
             self.copies[m] = n

@@ -108,13 +108,19 @@ FOREIGN_CPU_LIMIT = 0.5
 ATTEMPTS = 2
 
 
+def _phased(deliveries: pd.DataFrame, scale: float) -> pd.DataFrame:
+    """The acked deliveries with a latency, with their publish time and load phase."""
+    d = deliveries[(deliveries.outcome == "acked") & deliveries.latency_s.notna()].copy()
+    d["t_publish"] = d.t_deliver - d.latency_s
+    d["phase"] = phase_of(d.t_publish, scale)
+    return d
+
+
 def tables_from_records(
     deliveries: pd.DataFrame, scale: float = 1.0
 ) -> tuple[list[PathPoint], list[HoldPoint], list[PointFit]]:
     """The delivery and hold points of one calibration run's ``deliveries`` table."""
-    d = deliveries[(deliveries.outcome == "acked") & deliveries.latency_s.notna()].copy()
-    d["t_publish"] = d.t_deliver - d.latency_s
-    d["phase"] = phase_of(d.t_publish, scale)
+    d = _phased(deliveries, scale)
     rates = {ph.name: ph.total for ph in PHASES}
     paths: list[PathPoint] = []
     holds: list[HoldPoint] = []
@@ -177,9 +183,7 @@ def turnaround_points(
 ) -> tuple[list[HoldPoint], list[PointFit]]:
     """Per phase, the prefetch-1 consumer's gaps from an ack to the start of a message that
     was already waiting at the broker when it acked (`path_scenario.TURN`)."""
-    d = deliveries[(deliveries.outcome == "acked") & deliveries.latency_s.notna()].copy()
-    d["t_publish"] = d.t_deliver - d.latency_s
-    d["phase"] = phase_of(d.t_publish, scale)
+    d = _phased(deliveries, scale)
     rates = {ph.name: ph.total for ph in PHASES}
     points: list[HoldPoint] = []
     fits: list[PointFit] = []

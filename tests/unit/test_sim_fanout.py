@@ -16,10 +16,10 @@ import pytest
 
 from emulator.sim.costs import derive_costs
 from emulator.sim.model import Model
-from testbed.core.client_path import ClientPath, CpuSplit, PathPoint, Provenance
+from testbed.core.client_path import CpuSplit
 from testbed.core.profile import Profile, default_profile
-from testbed.core.quantiles import quantile_table
 from testbed.core.scenario_loader import parse_scenario
+from tests.unit.pathkit import one_table_path
 
 RNG = np.random.default_rng(11)
 SAMPLE = 0.0003 + RNG.gamma(2.0, 0.0003, 4000)  # floor 0.3 ms, p10–p90 spread ~1 ms
@@ -49,19 +49,9 @@ consumers: [{
 def _profile(
     kind: str, cpu: bool, per_destination: float = 0.001, gap: float | None = None
 ) -> Profile:
-    client = "pika" if kind == "rabbitmq" else "stomp"
-    table = quantile_table(SAMPLE)
-    points = [
-        PathPoint(rate=r, size=s, persistent=c, confirms=c, table=table)
-        for r in (10, 400)
-        for s in (200, 16_000)
-        for c in (False, True)
-    ]
-    prov = Provenance(host="t", date="2026-11-27", broker_version="x", client=client)
-    path = ClientPath(
-        client=client,  # type: ignore[arg-type]
-        delivery=points,
-        provenance=prov,
+    path = one_table_path(
+        kind,
+        SAMPLE,
         cpu_per_op=RECEIVE if cpu else None,
         cpu=CpuSplit(publish=0.0, receive=RECEIVE, ack=0.0) if cpu else None,
         copy_gap=gap,

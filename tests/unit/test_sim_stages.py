@@ -13,11 +13,12 @@ import pytest
 
 from emulator.sim.costs import derive_costs
 from emulator.sim.model import Model
-from testbed.core.client_path import ClientPath, PathPoint, Provenance
+from testbed.core.client_path import ClientPath, PathPoint
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import default_profile
 from testbed.core.quantiles import quantile_table
 from testbed.core.scenario_loader import parse_scenario
+from tests.unit.pathkit import one_table_path
 
 RNG = np.random.default_rng(7)
 SAMPLE = 0.00022 + RNG.gamma(2.0, 0.00015, 4000)  # floor 0.22 ms, median ~0.47 ms
@@ -25,15 +26,7 @@ SAMPLE = 0.00022 + RNG.gamma(2.0, 0.00015, 4000)  # floor 0.22 ms, median ~0.47 
 
 
 def _path(kind: str, client: str) -> ClientPath:
-    table = quantile_table(SAMPLE)
-    points = [
-        PathPoint(rate=r, size=s, persistent=c, confirms=c, table=table)
-        for r in (10, 400)
-        for s in (200, 16_000)
-        for c in (False, True)
-    ]
-    prov = Provenance(host="t", date="2026-11-27", broker_version="x", client=client)
-    return ClientPath(client=client, delivery=points, provenance=prov)  # type: ignore[arg-type]
+    return one_table_path(kind, SAMPLE)
 
 
 def _profile(kind: str, client: str, stage_mean: float = 0.0002):  # type: ignore[no-untyped-def]

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from emulator.sim.model import Model
-from testbed.core.client_path import ClientPath, HoldPoint, PathPoint, Provenance
+from testbed.core.client_path import HoldPoint
 from testbed.core.profile import Profile, default_profile
 from testbed.core.quantiles import quantile_table
 from testbed.core.scenario_loader import parse_scenario
+from tests.unit.pathkit import one_table_path
 
 RNG = np.random.default_rng(3)
 PATH = 0.0006 + RNG.gamma(2.0, 0.0002, 4000)  # publish → start: floor 0.6 ms, median ~0.93 ms
@@ -33,21 +34,8 @@ consumers: [{name: c, queue: q, prefetch: 1, service_time: {kind: exponential, m
 
 
 def _profile(kind: str, turnaround: bool) -> Profile:
-    client = "pika" if kind == "rabbitmq" else "stomp"
-    table = quantile_table(PATH)
-    points = [
-        PathPoint(rate=r, size=s, persistent=c, confirms=c, table=table)
-        for r in (10, 400)
-        for s in (200, 16_000)
-        for c in (False, True)
-    ]
     turns = [HoldPoint(rate=r, service=0.008, table=quantile_table(TURN)) for r in (10, 400)]
-    path = ClientPath(
-        client=client,  # type: ignore[arg-type]
-        delivery=points,
-        turnaround=turns if turnaround else [],
-        provenance=Provenance(host="t", date="2026-11-27", broker_version="x", client=client),  # type: ignore[arg-type]
-    )
+    path = one_table_path(kind, PATH, turnaround=turns if turnaround else [])
     return default_profile(kind).model_copy(update={"client_path": path})
 
 

@@ -172,7 +172,8 @@ class Consumer:
             t += q.turn() - self.extra_a - self.extra_b * size  # measured with prefetch 1
         elif q.jitter is not None:
             at = q.at  # a fanned-out copy shares its siblings' draw (Broker.shared_draw)
-            u = q.broker.shared_draw(m) if at is not None and attempt == 1 else None
+            b = q.broker
+            u = b.shared_draw(m) if at is not None and attempt == 1 and b.coupled else None
             t += q.jitter() if u is None or at is None else at(u)
             if t < t_disp + d:
                 t = t_disp + d

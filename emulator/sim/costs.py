@@ -38,6 +38,7 @@ __all__ = ["Costs", "derive_costs"]
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.core.client_path import ClientPath
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import Fitted, MomentFit, Profile
 from testbed.core.quantiles import QuantileTable
@@ -114,13 +115,20 @@ class Costs:
             stages = 2 * self.d + float(self.receive.mean + self.dispatch.mean)
         return table.shifted(-stages)
 
-    def turnaround_table(self, total_rate: float) -> QuantileTable | None:
+    def turnaround_table(self, total_rate: float, ref: float, slope: float) -> QuantileTable | None:
         """A prefetch-1 consumer's ack → start of a message already waiting at the broker
-        (`ClientPath.turnaround`; None: not measured)."""
+        (`ClientPath.turnaround`; None: not measured), as a queue's residual after a wait:
+        less the two hops the model adds (the ack's to the broker, the push back), and moved
+        from the small size it was measured at to ``ref`` by ``slope`` (s/byte), as the
+        delivery residual is (`emulator.sim.paths.set_residual`)."""
         cp = self.profile.client_path
         if cp is None or self.model not in ("amqp", "threads"):
             return None
-        return cp.turnaround_table(total_rate)
+        turn = cp.turnaround_table(total_rate)
+        if turn is None:
+            return None
+        small = min(p.size for p in cp.delivery)
+        return turn.shifted(slope * (ref - small) - 2 * self.d)
 
     def confirm_table(self, total_rate: float) -> QuantileTable | None:
         """The measured publish → confirm of a persistent message (None: not measured)."""
@@ -157,8 +165,9 @@ class Costs:
         the copy gap measured, a delivery's work before its handler is that gap (at most the
         fitted receive), and the rest of the receive is booked with its ack."""
         cp = self.profile.client_path
-        if cp is None:
+        if not _cpu_measured(cp):
             return None
+        assert cp is not None
         if cp.cpu is not None:
             u = cp.cpu
             if cp.copy_gap is None:
@@ -167,8 +176,8 @@ class Costs:
             # receive CPU still occupies the process, after the service with the ack
             before = min(cp.copy_gap, u.receive)
             return (u.publish, before, u.ack + u.receive - before)
-        c = cp.cpu_per_op
-        return None if not c else (c, c, 0.0)
+        c = cp.cpu_per_op or 0.0
+        return (c, c, 0.0)
 
     def size_slope(self, rate: float) -> float:
         """s/byte of the delivery residual (the base fit's slope less the queue process's)."""
@@ -249,10 +258,14 @@ def _per_destination(profile: Profile, simulator: bool) -> float:
     then adds nothing here. Re-predicting the fan-out 1→10 on ActiveMQ of 2026-11-27 07:20 with
     its own profile, the fitted 0.21 ms × 9 on every copy put the first copy's median at
     2.47 ms, measured 0.72 ms; without it 0.59 ms, and every rank within 0.4 ms."""
-    cp = profile.client_path
-    if simulator and cp is not None and (cp.cpu is not None or cp.cpu_per_op):
+    if simulator and _cpu_measured(profile.client_path):
         return 0.0
     return profile.routing.per_destination
+
+
+def _cpu_measured(cp: ClientPath | None) -> bool:
+    """The client path measured the Locust process's CPU per operation (split or whole)."""
+    return cp is not None and (cp.cpu is not None or bool(cp.cpu_per_op))
 
 
 def _broker_stages(

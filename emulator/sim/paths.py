@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testbed.core.load import arrival_mean_rate
-from testbed.core.quantiles import table_quantile, table_sampler
+from testbed.core.quantiles import table_sampler
 from testbed.core.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -135,18 +135,12 @@ def set_residual(
     name = q.name
     if table is not None:
         q.jitter = table_sampler(table, stream(f"queue:{name}:residual"))
-        q.at = table_quantile(table)
+        q.at = table.quantile
         q.broker.couple_copies = True
         q.deliver_b = costs.size_slope(rate)
         q.deliver_a = -q.deliver_b * ref  # the table holds the whole residual at `ref`
-        turn = costs.turnaround_table(machine_rate)
-        cp = costs.profile.client_path
-        if turn is not None and cp is not None:
-            # measured at the small size of the delivery tables: deliver_a and deliver_b move
-            # it to the copy's size like the table; the two hops (the ack's to the broker,
-            # before the dispatch, and the push back) are modelled
-            small = min(p.size for p in cp.delivery)
-            turn = turn.shifted(q.deliver_b * (ref - small) - 2 * costs.d)
+        turn = costs.turnaround_table(machine_rate, ref, q.deliver_b)
+        if turn is not None:
             q.turn = table_sampler(turn, stream(f"queue:{name}:turnaround"))
         return
     spread = costs.delivery_jitter(rate)

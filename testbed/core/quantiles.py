@@ -22,7 +22,6 @@ __all__ = [
     "quantile_table",
     "mix",
     "table_sampler",
-    "table_quantile",
     "ks_to_sample",
 ]
 
@@ -87,7 +86,17 @@ class QuantileTable(Strict):
         return float(np.sum((q[1:] + q[:-1]) / 2 * np.diff(_P)))
 
     def quantile(self, p: float) -> float:
-        return float(np.interp(p, _P, self.q))
+        """The table's quantile function at ``p`` (clamped to [0, 1]): `np.interp` over the
+        grid, in plain Python because it is called per simulated copy (`np.interp` costs
+        microseconds per scalar)."""
+        i = bisect_right(PROBS, p)
+        q = self.q
+        if i >= len(q):
+            return q[-1]
+        if i == 0:
+            return q[0]
+        p0 = PROBS[i - 1]
+        return q[i - 1] + (q[i] - q[i - 1]) * (p - p0) / (PROBS[i] - p0)
 
     def shifted(self, delta: float) -> QuantileTable:
         """The same shape moved by ``delta`` seconds, floored at 0 (a floor never goes negative)."""
@@ -123,23 +132,6 @@ def table_sampler(
             yield from np.interp(rng.random(batch), _P, values).tolist()
 
     return gen().__next__
-
-
-def table_quantile(table: QuantileTable) -> Callable[[float], float]:
-    """The table's inverse CDF as a function of one uniform ``u`` ∈ [0, 1]: what
-    `table_sampler` draws, for a caller that supplies its own uniform (draws of several tables
-    coupled by one ``u``). Plain Python: `np.interp` costs microseconds per scalar call."""
-    ps, qs = PROBS, tuple(table.q)
-    last = len(ps) - 1
-
-    def at(u: float) -> float:
-        i = bisect_right(ps, u)
-        if i > last:
-            return qs[last]
-        p0 = ps[i - 1]
-        return qs[i - 1] + (qs[i] - qs[i - 1]) * (u - p0) / (ps[i] - p0)
-
-    return at
 
 
 def ks_to_sample(table: QuantileTable, sample: Sequence[float] | np.ndarray) -> float:

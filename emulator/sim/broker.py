@@ -46,6 +46,7 @@ from testbed.core.threads import stage_counts
 if TYPE_CHECKING:
     from emulator.sim.links import Links
     from emulator.sim.queues import Queue
+    from emulator.sim.wake import WakeClock
 
 Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
 
@@ -83,9 +84,13 @@ class Broker:
         self.confirm_draw: Callable[[], float] | None = None  # publish → confirm, persistent
         self.on_written: Callable[[int, float], None] | None = None  # hook: (m, on disk at)
         self.coupled: dict[int, list[float]] = {}
-        """Fanned-out messages whose copies share one delivery-table draw: message →
-        [uniform, copies not yet delivered] (``couple_copies``; emptied as copies arrive)."""
+        """What the copies of a message share: message → [uniform of the delivery table (-1:
+        none), copies not yet delivered, wake-up delay] — for a fanned-out message whose copies
+        share one draw (``couple_copies``) and a message published after idle time (``wake``);
+        emptied as copies arrive."""
         self.couple_copies = False
+        self.wake: WakeClock | None = None  # set with a measured wake-up (emulator.sim.wake)
+        self._woken: dict[int, float] = {}  # published after idle time, not yet routed
         self._u = uniforms(stream(seed, rep, "broker:copies"))
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
@@ -105,6 +110,11 @@ class Broker:
     ) -> None:
         """Called at the publish time; the message arrives after d (+ ``extra``, + the
         link's ``upstream`` transit time)."""
+        wake = self.wake
+        if wake is not None:
+            w = wake.publish(self.env.now)
+            if w > 0.0:
+                self._woken[m] = w
         link = self.link
         if link is not None and link.upstream is not None:
             extra = link.upstream(sender, m, extra)
@@ -134,6 +144,7 @@ class Broker:
         (docs/models.md §6): its copy finds no queue and is dropped; a message that no queue
         takes goes back to a ``mandatory`` publisher (``on_unroutable``), as RabbitMQ's
         basic.return does, and is confirmed like any unroutable message."""
+        w = self._woken.pop(m, 0.0) if self._woken else 0.0
         if self.transient:
             kept = tuple(q for q in queues if q.consumers or not q.transient)
             hook = self.on_unroutable
@@ -144,8 +155,9 @@ class Broker:
         if not queues:
             self._unroutable(sender, m, notify)
             return
-        if self.couple_copies and len(queues) > 1:
-            self.coupled[m] = [self._u(), float(len(queues))]
+        many = self.couple_copies and len(queues) > 1
+        if many or w > 0.0:
+            self.coupled[m] = [self._u() if many else -1.0, float(len(queues)), w]
         self._route(sender, m, queues, notify, persistent)
 
     def _route(
@@ -174,16 +186,16 @@ class Broker:
         if notify:
             self.call(self.d + self.residual(), sender.on_confirm, (m, notify))
 
-    def shared_draw(self, m: int) -> float | None:
-        """The uniform a copy of fanned-out message ``m`` shares with its sibling copies, or
-        None (a single-copy message, or coupling off); each copy takes it once."""
+    def shared_draw(self, m: int) -> list[float] | None:
+        """What a first delivery of message ``m`` shares with its sibling copies (the entry of
+        ``coupled``), or None; each copy takes it once."""
         e = self.coupled.get(m)
         if e is None:
             return None
         e[1] -= 1
         if e[1] <= 0:
             del self.coupled[m]
-        return e[0]
+        return e
 
     def requeue(self, q: Queue, m: int, attempts: int, tail: bool = False) -> None:
         """A lease expired or an attempt was nacked: the copy becomes visible again, at the head

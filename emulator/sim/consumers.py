@@ -168,13 +168,17 @@ class Consumer:
         size = self.sizes[m]
         d = self.d
         t = t_disp + d + q.deliver_a + self.extra_a + (q.deliver_b + self.extra_b) * size
+        b = q.broker
+        # a fanned-out copy shares its siblings' draw, a message published after idle time
+        # its wake-up delay (Broker.shared_draw)
+        e = b.shared_draw(m) if attempt == 1 and b.coupled else None
         if q.waited and q.turn is not None:  # after a wait only the way back is ahead
             t += q.turn() - self.extra_a - self.extra_b * size  # measured with prefetch 1
         elif q.jitter is not None:
-            at = q.at  # a fanned-out copy shares its siblings' draw (Broker.shared_draw)
-            b = q.broker
-            u = b.shared_draw(m) if at is not None and attempt == 1 and b.coupled else None
-            t += q.jitter() if u is None or at is None else at(u)
+            at = q.at
+            t += q.jitter() if e is None or e[0] < 0.0 or at is None else at(e[0])
+            if e is not None:
+                t += e[2]
             if t < t_disp + d:
                 t = t_disp + d
         cpu = self.cpu
@@ -187,6 +191,8 @@ class Consumer:
             cpu.take(served, cpu.ack)
         done = served + self.read()
         self.free = done
+        if b.wake is not None:  # the machine is awake then (its start follows a publish or
+            b.wake.active(done)  # an earlier end within a client path: emulator.sim.wake)
         mode = self.ack
         call_at = self.call_at
         if not ok and mode == _PROCESSING and not q.in_order:

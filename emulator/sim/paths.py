@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from emulator.sim.wake import WakeClock
 from testbed.core.load import arrival_mean_rate
 from testbed.core.quantiles import table_sampler
 from testbed.core.scenario import Scenario
@@ -137,6 +138,9 @@ def set_residual(
         q.jitter = table_sampler(table, stream(f"queue:{name}:residual"))
         q.at = table.quantile
         q.broker.couple_copies = True
+        cp = costs.profile.client_path
+        if cp is not None and cp.wake and q.broker.wake is None:
+            q.broker.wake = WakeClock(cp.wake_delay)
         q.deliver_b = costs.size_slope(rate)
         q.deliver_a = -q.deliver_b * ref  # the table holds the whole residual at `ref`
         turn = costs.turnaround_table(machine_rate, ref, q.deliver_b)

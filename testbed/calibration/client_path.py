@@ -32,7 +32,10 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   (``path_scenario.FAN``), the work a delivery costs its process before its handler;
 - in the mid and high phases one prefetch-1 consumer at the same utilisation: its gaps from an
   ack to the start of a message already waiting at the broker are the *turnaround* table
-  (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead.
+  (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead;
+- after the phases a sparse stream alone (``path_scenario.IDLE``): its deliveries by the
+  machine's idle time before their publish give the wake-up of an idle machine (``wake``,
+  `testbed.calibration.wake`).
 
 The Locust process samples its CPU time and its counts of publishes and deliveries every second
 (``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
@@ -83,6 +86,7 @@ from testbed.calibration.path_scenario import (
     FAN,
     HOLD_SERVICE,
     HOLD_UTILISATION,
+    IDLE_STOP,
     LARGE,
     PHASES,
     SMALL,
@@ -91,6 +95,7 @@ from testbed.calibration.path_scenario import (
     calibration_scenario,
     phase_of,
 )
+from testbed.calibration.wake import wake_points
 from testbed.core.client_path import (
     PROTOCOL,
     ClientPath,
@@ -248,7 +253,7 @@ def measure_client_path(
             load = [os.getloadavg()[0]]
             meter = CpuMeter(broker_pids)
             progress(f"calibrating the client path ({kind}/{client}), attempt {attempt}: "
-                     f"~{PHASES[-1].stop * scale + 10:.0f} s")  # fmt: skip
+                     f"~{IDLE_STOP * scale + 10:.0f} s")  # fmt: skip
             deliveries = replicate(path, Path(tmp) / "run")
             foreign, steal = meter.foreign_cores(), meter.steal_cores()
             load.append(os.getloadavg()[0])
@@ -277,6 +282,7 @@ def measure_client_path(
         confirm=confirms,
         turnaround=turns,
         copy_gap=copy_gap(deliveries),
+        wake=wake_points(deliveries),
         fit=fits + fit_t + fit_c,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),

@@ -18,7 +18,7 @@ from testbed.core.broker_kinds import KindName
 from testbed.exceptions import AccuracyMiss, MqbedError
 
 QUICK_SCALE = 0.5
-"""`calibrate --quick` stretches the client-path phases by this (~22 s of load instead of ~44)."""
+"""`calibrate --quick` stretches the client-path phases by this (~34 s of load instead of ~68)."""
 
 
 CalQuickOpt = Annotated[

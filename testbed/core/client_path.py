@@ -21,6 +21,9 @@ library as a real run, and keeps from its records two empirical distributions pe
   back — the part of the delivery path a message still has ahead after waiting at the broker.
 - ``copy_gap``: the gap between the handler starts of a fanned-out message's copies whose
   consumers share one process: the work a delivery costs its process before its handler.
+- ``wake``: how much longer a message takes when the machine was idle before it was published
+  (no publish and no handler ending for that long): the delivery tables are measured on a
+  machine that is never idle for more than a few milliseconds.
 - ``cpu_per_op``: the CPU one Locust process spends per publish or delivery — what makes the
   users of one process wait for each other (``emulator.sim.client_cpu``);
 - ``cpu``: where that CPU goes — a publish, a delivery before its handler starts (receive) and
@@ -42,6 +45,7 @@ __all__ = [
     "PathPoint",
     "PointFit",
     "Provenance",
+    "WakePoint",
 ]
 
 import math
@@ -55,7 +59,7 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 5
+PROTOCOL = 6
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
@@ -70,7 +74,14 @@ earlier one is measured again by the next run (`ClientPath.missing`):
 5. the turnaround of a prefetch-1 consumer (``turnaround``), its load taken from the hold
    consumers, one fewer per phase; transient deliveries from a producer that asks for confirms
    (``PathPoint.confirms`` on a transient point); the gap between a fanned-out message's
-   copies (``copy_gap``)."""
+   copies (``copy_gap``);
+6. the wake-up of an idle machine (``wake``): a sparse stream after the load phases."""
+
+WAKE_AWAKE = 0.01
+"""Idle time (s) within which the machine counts as awake: the baseline of the ``wake`` points
+(a RabbitMQ run's first copies took a median 0.72 ms after 5-10 ms of idle, 1.10 ms after 15-20
+ms and 1.2-1.3 ms after anything longer; an ActiveMQ run's 0.47 ms up to 20 ms, then rising to
+0.96 ms after 100-200 ms)."""
 
 BUSY_GENERATOR = 0.8
 """Share of a core above which a Locust process is called a likely bottleneck of its run (the
@@ -104,6 +115,16 @@ class HoldPoint(Strict):
     service: float = Field(ge=0)
     """The mean service time of the backlogged consumers the table was measured with (s)."""
     table: QuantileTable
+
+
+class WakePoint(Strict):
+    """After ``idle`` seconds in which the machine published nothing and no handler ended, a
+    message's delivery took ``extra`` seconds longer (median) than after a short idle."""
+
+    idle: float = Field(gt=0)
+    extra: float = Field(ge=0)
+    n: int = Field(ge=0)
+    """Deliveries in the idle bin the point summarises."""
 
 
 class PointFit(Strict):
@@ -166,6 +187,9 @@ class ClientPath(Strict):
     """Median gap (s) between the handler starts of consecutive copies of one fanned-out
     message whose consumers share a Locust process: the part of ``cpu.receive`` done before a
     handler starts (None: not measured; all of it is booked there)."""
+    wake: list[WakePoint] = Field(default_factory=list)
+    """The wake-up of an idle machine, by idle time (increasing; empty: not measured, no
+    wake-up is added)."""
     fit: list[PointFit] = Field(default_factory=list)
     cpu_per_op: float | None = Field(None, ge=0)
     """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
@@ -200,7 +224,8 @@ class ClientPath(Strict):
             return (f"calibration revision {PROTOCOL} (persistent deliveries at every load "
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
                     "is spent, confirmed deliveries, follow-ups, the turnaround of a "
-                    "prefetch-1 consumer, the gap between fanned-out copies)")  # fmt: skip
+                    "prefetch-1 consumer, the gap between fanned-out copies, the wake-up of an "
+                    "idle machine)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:
@@ -254,6 +279,19 @@ class ClientPath(Strict):
         if not self.hold:
             return None
         return _by_rate([(p.rate, p.table) for p in self.hold], rate)
+
+    def wake_delay(self, idle: float) -> float:
+        """Extra delivery delay (s) of a message published after ``idle`` seconds without
+        activity: 0 up to ``WAKE_AWAKE``, then linear between the measured points, flat after
+        the last one."""
+        if not self.wake or idle <= WAKE_AWAKE:
+            return 0.0
+        x0, y0 = WAKE_AWAKE, 0.0
+        for p in self.wake:
+            if idle <= p.idle:
+                return y0 + (p.extra - y0) * (idle - x0) / (p.idle - x0) if p.idle > x0 else p.extra
+            x0, y0 = p.idle, p.extra
+        return y0
 
     def turnaround_table(self, rate: float) -> QuantileTable | None:
         """Ack → start of a message that waited at the broker (None: not measured)."""

@@ -129,6 +129,7 @@ def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     assert "CPU split" in (cp.model_copy(update={"protocol": 2}).missing() or "")
     assert "confirmed" in (cp.model_copy(update={"protocol": 3}).missing() or "")
     assert "turnaround" in (cp.model_copy(update={"protocol": 4}).missing() or "")
+    assert "wake-up" in (cp.model_copy(update={"protocol": 5}).missing() or "")
     cp = cp.model_copy(update={"protocol": PROTOCOL})
     assert "CPU per operation" in (cp.missing() or "")
     assert "confirm table" in (cp.model_copy(update={"cpu_per_op": 0.0}).missing() or "")
@@ -153,6 +154,7 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert {p.rate for p in cp.confirm} == {ph.total for ph in PHASES}, (kind, client)
         assert {p.rate for p in cp.turnaround} == {ph.total for ph in PHASES if ph.turn}
         assert cp.copy_gap is not None and 0 < cp.copy_gap < 0.002, (kind, client)
+        assert cp.wake and all(0 <= p.extra < 0.005 for p in cp.wake), (kind, client)
         for persistent in (False, True):
             for confirms in (False, True):
                 rates = {

@@ -1,0 +1,103 @@
+"""The calibration's sparse stream and the wake-up points measured from it
+(`testbed.calibration.wake`, `path_scenario.IDLE`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from testbed.calibration.path_scenario import (
+    IDLE,
+    IDLE_RATE,
+    IDLE_START,
+    IDLE_STOP,
+    PHASES,
+    calibration_scenario,
+    phase_of,
+)
+from testbed.calibration.wake import MIN_BIN, idle_before, wake_points
+from testbed.core.client_path import WAKE_AWAKE
+from testbed.core.scenario_loader import parse_scenario
+
+
+def _sparse(rng: np.random.Generator, n: int, extra) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    """``n`` deliveries of the sparse stream at IDLE_RATE msg/s (Poisson) whose delay is 0.5 ms
+    plus ``extra(idle)`` plus a little noise; each handler ends 0.1 ms after its start."""
+    t = IDLE_START + np.cumsum(rng.exponential(1 / IDLE_RATE, n))
+    idle = np.diff(np.concatenate([[IDLE_START - 1.0], t])) - 0.0  # set below, from the ends
+    delay = np.empty(n)
+    last_end = IDLE_START - 1.0
+    for i, ti in enumerate(t):
+        idle[i] = ti - last_end
+        delay[i] = 0.0005 + extra(idle[i]) + rng.normal(0, 0.00002)
+        last_end = ti + delay[i] + 0.0001
+    return pd.DataFrame(
+        {
+            "queue": f"mqbed-cal-{IDLE}",
+            "outcome": "acked",
+            "t_deliver": t + delay,
+            "t_done": t + delay + 0.0001,
+            "latency_s": delay,
+        }
+    )
+
+
+def _step(idle: float) -> float:
+    """A machine that wakes 0.4 ms slower after 20 ms of idle, 0.6 ms after 100 ms."""
+    return 0.0 if idle <= 0.02 else (0.0004 if idle <= 0.1 else 0.0006)
+
+
+def test_the_wake_points_recover_the_extra_delay_by_idle_time() -> None:
+    d = _sparse(np.random.default_rng(1), 2000, _step)
+    points = wake_points(d)
+    assert [p.idle for p in points] == sorted(p.idle for p in points)
+    assert all(p.n >= MIN_BIN for p in points)
+    by_idle = {round(p.idle, 3): p.extra for p in points}
+    for p in points:
+        assert p.extra == pytest.approx(_step(p.idle), abs=0.00003), (p.idle, by_idle)
+    assert sum(p.n for p in points) == (
+        (idle_before(d, f"mqbed-cal-{IDLE}").idle > WAKE_AWAKE).sum()
+    )
+
+
+def test_the_idle_time_counts_every_queue_and_the_handlers_ends() -> None:
+    """A delivery of another stream 3 ms before a sparse publish makes the machine awake."""
+    d = _sparse(np.random.default_rng(2), 50, lambda idle: 0.0)
+    t0 = float((d.t_deliver - d.latency_s).iloc[10])
+    other = pd.DataFrame(
+        {
+            "queue": ["mqbed-cal-small"],
+            "outcome": ["acked"],
+            "t_deliver": [t0 - 0.0025],
+            "t_done": [t0 - 0.002],
+            "latency_s": [0.0005],
+        }  # fmt: skip
+    )
+    idle = idle_before(pd.concat([d, other], ignore_index=True), f"mqbed-cal-{IDLE}")
+    assert idle.idle.loc[10] == pytest.approx(0.002)  # (the first publish has no idle time)
+
+
+def test_the_points_are_non_decreasing_and_empty_without_an_awake_baseline() -> None:
+    dip = lambda idle: 0.0 if idle <= 0.02 else (0.0005 if idle <= 0.05 else 0.0003)  # noqa: E731
+    points = wake_points(_sparse(np.random.default_rng(3), 2000, dip))
+    assert points[-1].extra == pytest.approx(points[-2].extra)  # the dip is noise: held level
+    d = _sparse(np.random.default_rng(4), 2000, _step)
+    asleep = idle_before(d, f"mqbed-cal-{IDLE}").idle > WAKE_AWAKE
+    assert wake_points(d.loc[asleep[asleep].index]) == []  # no awake delivery to compare with
+
+
+def test_the_sparse_stream_runs_alone_after_the_load_phases() -> None:
+    """Its publishes fall in no load phase (no delivery table of its rate), nothing else
+    publishes then, and the generated scenario is valid."""
+    spec = calibration_scenario("rabbitmq", "pika", scale=2.0)
+    s, issues = parse_scenario(yaml.safe_dump(spec))
+    assert s is not None, issues
+    idle = [p for p in s.producers if p.queue == f"mqbed-cal-{IDLE}"]
+    assert len(idle) == 1 and float(idle[0].start) == IDLE_START * 2
+    others_stop = max(float(p.stop) for p in s.producers if p.queue != f"mqbed-cal-{IDLE}")
+    assert others_stop <= IDLE_START * 2 and PHASES[-1].stop <= IDLE_START
+    assert float(s.duration) >= IDLE_STOP * 2
+    t = pd.Series(np.linspace(IDLE_START * 2, IDLE_STOP * 2, 50))
+    assert phase_of(t, 2.0).isna().all()

@@ -1,4 +1,4 @@
-"""The wake-up of an idle machine (docs/models.md §9b): when nothing was published and no
+"""The wake-up of an idle machine (docs/models.md §9a): when nothing was published and no
 handler started or ended for a while, the next message takes longer to reach its consumer.
 
 The delivery tables are measured on a machine that is never idle for more than a few

@@ -7,12 +7,11 @@ updates a second) leaves it idle for a hundred. Measured on such a run, the firs
 message took a median 0.72 ms on RabbitMQ after 5-10 ms of idle and 1.2-1.3 ms after more than
 20 ms; calibration measures the extra delay by idle time (`ClientPath.wake`) on a sparse stream
 of its own, and the simulator adds it to the delivery of a message published after that much
-idle time. The clock keeps the instants of activity the simulator has already decided — the
-publishes and the handlers' ends (a start follows a publish or another handler's end by no
-more than a client path) — and reads the last one before a publish.
-
-Hand-written: no library keeps "the latest of a set of future instants that is already past"
-cheaper than one heap.
+idle time. The clock keeps the latest instant of activity the simulator has decided — a
+producer's publish, a handler's end (a start follows a publish or another handler's end by no more
+than a client path) — and a publish while some decided end still lies ahead finds the machine
+busy: one comparison per delivery, where a heap of future ends cost 7 % of the simulator's speed
+at 100,000 msg/s for an answer that is "awake" there anyway.
 """
 
 from __future__ import annotations
@@ -20,31 +19,29 @@ from __future__ import annotations
 __all__ = ["WakeClock"]
 
 from collections.abc import Callable
-from heapq import heappop, heappush
 
 
 class WakeClock:
     """The machine's idle time at each publish, and the wake-up delay it costs."""
 
-    __slots__ = ("delay", "_pending", "_last")
+    __slots__ = ("delay", "_end", "_last")
 
     def __init__(self, delay: Callable[[float], float]) -> None:
         self.delay = delay
-        self._pending: list[float] = []  # decided instants of activity not yet past
-        self._last = 0.0
+        self._end = 0.0  # the latest handler end decided so far (possibly in the future)
+        self._last = 0.0  # the latest publish
 
     def active(self, t: float) -> None:
-        """Something runs at ``t`` (a handler's end, possibly in the future)."""
-        heappush(self._pending, t)
+        """A handler ends at ``t`` (possibly in the future)."""
+        if t > self._end:
+            self._end = t
 
     def publish(self, now: float) -> float:
-        """A publish at ``now``: the wake-up delay its delivery takes (s, ≥ 0)."""
-        pending = self._pending
-        last = self._last
-        while pending and pending[0] <= now:
-            t = heappop(pending)
-            if t > last:
-                last = t
-        idle = now - last
+        """A publish at ``now``: the wake-up delay its delivery takes (s, ≥ 0); none while a
+        decided handler end lies ahead (the machine is busy)."""
+        end, last = self._end, self._last
         self._last = now
+        if end > now:
+            return 0.0
+        idle = now - (end if end > last else last)
         return self.delay(idle) if idle > 0.0 else 0.0

@@ -44,15 +44,16 @@ def test_the_wake_delay_is_zero_while_awake_then_follows_the_measured_points() -
     assert _path([]).wake_delay(5.0) == 0.0  # not measured: nothing added
 
 
-def test_the_clock_reads_the_last_activity_already_past() -> None:
-    """Idle time runs from the latest publish or handler end before the publish; an end the
-    simulator has decided but that lies in the future does not count yet."""
+def test_the_clock_reads_the_idle_time_since_the_last_publish_or_handler_end() -> None:
+    """Idle time runs from the latest publish or handler end before the publish; while a
+    handler the simulator has decided still runs, the machine is busy (no idle time)."""
     seen: list[float] = []
     clock = WakeClock(lambda idle: seen.append(idle) or 0.0)  # type: ignore[func-returns-value]
     clock.publish(1.0)  # idle since the start
     clock.active(1.002)  # its handler ends 2 ms later
-    clock.active(1.5)  # another handler, ending in the future
     clock.publish(1.1)
+    clock.active(1.5)  # a handler ending in the future
+    assert clock.publish(1.2) == 0.0  # busy: not asked
     clock.publish(1.6)
     assert seen == pytest.approx([1.0, 0.098, 0.1])
 

@@ -127,7 +127,7 @@ class Broker:
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool
     ) -> None:
         """The message is at the broker now (the entry for follow-up publishes): routed unless
-        the link's ``accept`` holds or drops it."""
+        the link's ``accept`` holds or drops it (a held one is routed later, long awake)."""
         link = self.link
         if (
             link is None
@@ -135,6 +135,8 @@ class Broker:
             or link.accept(sender, m, queues, notify, persistent)
         ):
             self.route(sender, m, queues, notify, persistent)
+        elif self._woken:
+            self._woken.pop(m, None)
 
     def route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool

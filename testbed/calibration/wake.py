@@ -53,16 +53,11 @@ def wake_points(deliveries: pd.DataFrame) -> list[WakePoint]:
     low, top = WAKE_AWAKE, 0.0
     for high in IDLE_EDGES[1:]:
         inside = (idle > low) & (idle <= high)
-        if inside.sum() < MIN_BIN and high != IDLE_EDGES[-1]:
-            continue  # merged into the next bin
-        if inside.sum() >= MIN_BIN:
-            top = max(top, float(np.median(delay[inside])) - base)
-            points.append(
-                WakePoint(
-                    idle=round(float(np.median(idle[inside])), 6),
-                    extra=round(top, 7),
-                    n=int(inside.sum()),
-                )
-            )
+        n = int(inside.sum())
+        if n < MIN_BIN:
+            continue  # merged into the next bin (the last one: left out)
+        top = max(top, float(np.median(delay[inside])) - base)
+        idle_s = round(float(np.median(idle[inside])), 6)
+        points.append(WakePoint(idle=idle_s, extra=round(top, 7), n=n))
         low = high
     return points

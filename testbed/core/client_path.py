@@ -210,6 +210,17 @@ class ClientPath(Strict):
             raise ValueError("the tables were stored at another probability grid")
         return p
 
+    @field_validator("wake")
+    @classmethod
+    def _increasing(cls, pts: list[WakePoint]) -> list[WakePoint]:
+        idle = [WAKE_AWAKE, *(p.idle for p in pts)]
+        if any(b <= a for a, b in zip(idle, idle[1:], strict=False)):
+            raise ValueError(
+                f"wake points need idle times increasing from above {WAKE_AWAKE} s, got "
+                f"{[p.idle for p in pts]}"
+            )
+        return pts
+
     @field_validator("delivery")
     @classmethod
     def _some(cls, pts: list[PathPoint]) -> list[PathPoint]:
@@ -289,7 +300,7 @@ class ClientPath(Strict):
         x0, y0 = WAKE_AWAKE, 0.0
         for p in self.wake:
             if idle <= p.idle:
-                return y0 + (p.extra - y0) * (idle - x0) / (p.idle - x0) if p.idle > x0 else p.extra
+                return y0 + (p.extra - y0) * (idle - x0) / (p.idle - x0)  # (validated: >)
             x0, y0 = p.idle, p.extra
         return y0
 

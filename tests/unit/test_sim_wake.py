@@ -44,6 +44,16 @@ def test_the_wake_delay_is_zero_while_awake_then_follows_the_measured_points() -
     assert _path([]).wake_delay(5.0) == 0.0  # not measured: nothing added
 
 
+def test_wake_points_out_of_order_are_refused_with_their_idle_times() -> None:
+    """`wake_delay` interpolates between consecutive points: they must be increasing."""
+    bad = [WakePoint(idle=0.05, extra=0.0003, n=20), WakePoint(idle=0.02, extra=0.0001, n=20)]
+    with pytest.raises(ValueError) as e:
+        _path(bad)
+    assert "wake points need idle times increasing from above 0.01 s, got [0.05, 0.02]" in str(
+        e.value
+    )
+
+
 def test_the_clock_reads_the_idle_time_since_the_last_publish_or_handler_end() -> None:
     """Idle time runs from the latest publish or handler end before the publish; while a
     handler the simulator has decided still runs, the machine is busy (no idle time)."""

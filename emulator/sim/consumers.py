@@ -23,7 +23,8 @@ whether it fails), and one or two callbacks fire when the broker or the record m
   redelivered and the late ack ignored; its follow-ups are still published.
 Follow-ups (message-driven chains): on success, each ``follow_ups`` entry whose ``on`` matches
 the message's type publishes, with its probability, a new message from this consumer at
-``t_done``; it reaches the broker at ``t_done + d``.
+``t_done`` (the next one a publish's CPU later, and all leave when the last is sent: see
+``_publish_follow_ups``); it reaches the broker at ``t_done + d``.
 
 The consumer's Locust process (``cpu``, ``emulator.sim.client_cpu``) is shared with the other
 users of that process: each delivery books the CPU of one client operation on it as it arrives,
@@ -336,18 +337,40 @@ class Consumer:
     # -- chains -----------------------------------------------------------------------------
 
     def _publish_follow_ups(self, m: int, t: float) -> None:
+        """Publish the handler's follow-ups of ``m`` (ended at ``t``), one after another.
+
+        The live handler sends them in a row, each a publish's CPU after the last (its process
+        cost ``cpu.publish``), and none is on its way before the last is sent: on SPECjms2007
+        interaction 1 the first of three follow-ups took 0.25 ms (RabbitMQ; 0.07 on ActiveMQ)
+        longer than the third, the time from its stamp to the last one's. The calibration's
+        follow-up table is measured with one follow-up per handler, so one is unchanged."""
         flow = self.flows[m]
-        broker = self.broker
+        out: list[tuple[int, FollowUp]] = []
+        cpu = self.cpu
+        gap = cpu.publish if cpu is not None else 0.0
         new = self.rec.new_message
         for f in self.follow_ups:
             if f.on >= 0 and f.on != flow:
                 continue
             if f.probability < 1.0 and self.u_follow() >= f.probability:
                 continue
-            m2 = new(f.flow, f.dest, self.idx, f.size(), t, t)
-            self.rec.confirm(m2, t)  # the live consumer records its follow-up as sent = confirmed
-            broker.pending += 1
-            broker.accept(self, m2, f.queues, 0, f.persistent)
+            stamp = t + gap * len(out)
+            m2 = new(f.flow, f.dest, self.idx, f.size(), stamp, stamp)
+            self.rec.confirm(m2, stamp)  # the live consumer records a follow-up as confirmed
+            self.broker.pending += 1
+            out.append((m2, f))
+        if len(out) > 1 and gap > 0.0:
+            self.call_at(self.broker.env.now + gap * (len(out) - 1), self._send, out)
+        elif out:
+            self._send_now(out)
+
+    def _send(self, ev: Any) -> None:
+        self._send_now(ev.value)
+
+    def _send_now(self, out: list[tuple[int, FollowUp]]) -> None:
+        accept = self.broker.accept
+        for m2, f in out:
+            accept(self, m2, f.queues, 0, f.persistent)
 
     def on_confirm(self, ev: Any) -> None:  # follow-ups do not ask for confirms
         return

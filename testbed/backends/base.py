@@ -82,10 +82,12 @@ class Backend(ABC):
         timeout: float = 60.0,
         detach: bool = True,
         memory_limit_mb: int | None = None,
+        warm: bool = True,
     ) -> list[BrokerEndpoint]:
         """Start `nodes` brokers of each of `kinds` (reusing running ones), wait ≤ `timeout` s
         until healthy; return the endpoints of those kinds. `detach=False`: they are stopped
-        when this process exits. (Each backend has its own default `timeout`.)"""
+        when this process exits; `warm`: a new broker of a kind with a JIT compiler is warmed
+        up first (`testbed.backends.warm_up`). (Each backend has its own default `timeout`.)"""
 
     @abstractmethod
     def down(self, timeout: float = 30.0, *, keep_data: bool = False) -> list[str]:

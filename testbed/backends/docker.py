@@ -92,12 +92,14 @@ class DockerBackend(OwnedBackend):
         timeout: float = 90.0,
         detach: bool = True,
         memory_limit_mb: int | None = None,
+        warm: bool = True,
     ) -> list[BrokerEndpoint]:
         """Start `nodes` broker containers of each kind, wait (≤ `timeout` s) until healthy.
 
         Kinds already running in this home with the same node count are reused. Missing
         offline images are built first (not counted in `timeout`). `memory_limit_mb`:
         ActiveMQ's memoryUsage limit (default 256) and RabbitMQ's absolute high watermark.
+        `warm`: warm up each new broker of a kind that needs it (`testbed.backends.warm_up`).
         """
         wanted = check_up_args(kinds, nodes, timeout, memory_limit_mb)
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -116,6 +118,8 @@ class DockerBackend(OwnedBackend):
                     for i in range(nodes)
                 ]  # fmt: skip
                 self._start_new(state, new, timeout=timeout, owned=not detach)
+                if warm:
+                    self._warm([self._endpoint(r) for r in new])
             return [self._endpoint(r) for r in state.nodes if r.kind in wanted]
 
     def down(self, timeout: float = 30.0, *, keep_data: bool = False) -> list[str]:

@@ -172,8 +172,10 @@ class ExternalBackend(Backend):
         timeout: float = 60.0,
         detach: bool = True,
         memory_limit_mb: int | None = None,
+        warm: bool = True,
     ) -> list[BrokerEndpoint]:
-        """The endpoints of `kinds` (nothing is started; the other arguments are ignored)."""
+        """The endpoints of `kinds` (nothing is started, nor warmed up: a broker someone else
+        runs is taken as it is; the other arguments are ignored)."""
         return [self.endpoint(k) for k in dict.fromkeys(kinds)]
 
     def down(self, timeout: float = 30.0, *, keep_data: bool = False) -> list[str]:

@@ -78,12 +78,15 @@ class LocalBackend(OwnedBackend):
         timeout: float = 60.0,
         detach: bool = True,
         memory_limit_mb: int | None = None,
+        warm: bool = True,
     ) -> list[BrokerEndpoint]:
         """Start `nodes` brokers of each kind, wait (≤ `timeout` s) until healthy, record them.
 
         Kinds already running in this home with the same node count are reused as they are.
         `memory_limit_mb`: ActiveMQ's memoryUsage limit (default 256) and, when given,
         RabbitMQ's absolute memory high watermark (default: RabbitMQ's relative 0.4).
+        `warm`: warm up each new broker of a kind that needs it before returning
+        (`testbed.backends.warm_up`; ``warmed`` says how).
         """
         wanted = check_up_args(kinds, nodes, timeout, memory_limit_mb)
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -101,6 +104,8 @@ class LocalBackend(OwnedBackend):
             ]
             if new:
                 self._start_new(state, new, timeout=timeout, owned=not detach)
+                if warm:
+                    self._warm([self._endpoint(state, r) for r in new])
             return [self._endpoint(state, r) for r in state.nodes if r.kind in wanted]
 
     def down(self, timeout: float = 30.0, *, keep_data: bool = False) -> list[str]:

@@ -39,9 +39,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from testbed.backends.base import Backend
+from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.node_driver import NotHealthy
 from testbed.backends.state import HomeLock, NodeRecord, TestbedState
+from testbed.backends.warm_up import WarmUp, warm_up
 from testbed.exceptions import BackendError, ConfigurationError
 
 Kind = Literal["rabbitmq", "activemq"]
@@ -139,6 +140,8 @@ class OwnedBackend(Backend):
         self.state_path = self.home / state_file
         self.startup_seconds: dict[str, float] = {}
         """Seconds from launch to healthy of each node started by this object (last start)."""
+        self.warmed: dict[str, WarmUp] = {}
+        """The warm-up of each node started by this object (`testbed.backends.warm_up`)."""
         self._lock = HomeLock(self.home)
         self._cleanup_installed = False
 
@@ -214,6 +217,14 @@ class OwnedBackend(Backend):
             state.save(self.state_path)
         else:
             self.state_path.unlink(missing_ok=True)
+
+    def _warm(self, endpoints: Sequence[BrokerEndpoint]) -> None:
+        """Warm up the brokers this object has just started, one by one (a kind that needs
+        none returns at once)."""
+        for endpoint in endpoints:
+            done = warm_up(endpoint)
+            if done.sent:
+                self.warmed[endpoint.name] = done
 
     def _record_startup(self, rec: NodeRecord, seconds: float) -> None:
         rec.startup_seconds = round(seconds, 3)

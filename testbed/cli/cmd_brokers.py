@@ -15,7 +15,10 @@ from testbed.cli.output import json_output
 from testbed.core.broker_kinds import KINDS
 
 
-def _start(backend: str, names: list[str], root: Path, nodes: int, timeout: float) -> list[Any]:
+def _start(
+    backend: str, names: list[str], root: Path, nodes: int, timeout: float, warm: bool
+) -> tuple[list[Any], dict[str, Any]]:
+    """The started (or reused) brokers' endpoints and the warm-ups of those started now."""
     from testbed.backends.factory import backend_for
 
     docker_host = None
@@ -24,13 +27,25 @@ def _start(backend: str, names: list[str], root: Path, nodes: int, timeout: floa
 
         docker_host = start_engine_for(root)
     brokers = backend_for(backend, root, docker_host=docker_host, log=err.print)
-    return brokers.up(names, nodes=nodes, timeout=timeout, detach=True)
+    endpoints = brokers.up(names, nodes=nodes, timeout=timeout, detach=True, warm=warm)
+    return endpoints, dict(getattr(brokers, "warmed", {}))
 
 
-def _show(endpoints: list[Any], prometheus_url: str | None, root: Path, elapsed: float) -> None:
+def _show(
+    endpoints: list[Any],
+    warmed: dict[str, Any],
+    prometheus_url: str | None,
+    root: Path,
+    elapsed: float,
+) -> None:
     for e in endpoints:
         scheme = KINDS[e.kind].url_scheme
         out.print(f"[bold]{e.name}[/] ({e.kind} {e.version or ''}) pid {e.pid}")
+        w = warmed.get(e.name)
+        if w is not None:
+            out.print(
+                f"  warmed up: {w.received} of {w.sent} messages in {w.seconds:.1f} s", markup=False
+            )
         out.print(f"  {scheme}://{e.username}:{e.password}@{e.host}:{e.port}", markup=False)
         if e.management_url:
             out.print(f"  management  {e.management_url}", markup=False)
@@ -63,6 +78,15 @@ def up(
             help="Also start Prometheus (127.0.0.1) scraping the brokers and mqbed's exporters.",
         ),
     ] = False,
+    warm_up: Annotated[
+        bool,
+        typer.Option(
+            "--warm-up/--no-warm-up",
+            help="Send a new ActiveMQ broker 30,000 messages through a scratch queue before it "
+            "counts as ready: a fresh JVM delivers twice as slowly until its JIT compiler has "
+            "seen the message path.",
+        ),
+    ] = True,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -72,7 +96,7 @@ def up(
     with json_output(as_json) as doc:
         t0 = time.monotonic()
         with err.status(f"starting {', '.join(names)} ({backend}) under {root} ..."):
-            endpoints = _start(backend, names, root, nodes, timeout)
+            endpoints, warmed = _start(backend, names, root, nodes, timeout, warm_up)
             prometheus_url = None
             if with_prometheus:
                 from testbed.observe.prometheus import PrometheusServer
@@ -84,10 +108,11 @@ def up(
             backend=backend,
             startup_s=round(elapsed, 2),
             brokers=[e.to_json() for e in endpoints],
+            warm_up={name: vars(w) for name, w in warmed.items()},
             prometheus_url=prometheus_url,
         )
         if not as_json:
-            _show(endpoints, prometheus_url, root, elapsed)
+            _show(endpoints, warmed, prometheus_url, root, elapsed)
 
 
 @app.command()

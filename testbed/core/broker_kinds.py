@@ -100,6 +100,10 @@ class KindFacts:
     no_mandatory: str | None
     """Why a producer cannot ask for unroutable publishes back (``mandatory``), or None when
     it can."""
+    warm_up: int
+    """Messages a backend sends a broker it has just started through a scratch queue before it
+    reports it ready (`testbed.backends.warm_up`): a JVM broker runs its message path
+    interpreted until the JIT compiler has seen it often enough (0: none needed)."""
     high_watermark: float
     """Calibration default: the profile's ``high_watermark`` (fraction of the memory limit
     where producers block); not measured (`testbed.calibration.assemble.HIGH_WATERMARK`)."""
@@ -197,6 +201,7 @@ RABBITMQ = register(
         calibration_queue_per_consumer=False,
         transient_queues="queue",
         no_mandatory=None,
+        warm_up=0,  # Erlang code is compiled when loaded: a fresh node is as fast at once
         # RabbitMQ's watermark applies to the whole node's memory, base included, so no
         # constant fraction of the limit is right for every limit: 0.6 is a placeholder
         high_watermark=0.6,
@@ -231,6 +236,10 @@ ACTIVEMQ = register(
         transient_queues="topic",
         no_mandatory="ActiveMQ drops a message sent to a topic nobody subscribes to without "
         "telling the producer (STOMP has no basic.return)",
+        # a fresh JVM delivered the calibration's light streams in 1.1-1.6 ms for its first
+        # ~2,000 messages, a warm one in 0.5-0.6 ms; 30,000 warm-up messages (~8 s) brought a
+        # fresh broker within run-to-run noise of a warm one, 10,000 half-way (2026-11-27)
+        warm_up=30_000,
         # blocks producers when its message memory (what the poller reports) reaches the limit
         high_watermark=1.0,
     )

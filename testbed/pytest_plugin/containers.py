@@ -31,6 +31,7 @@ from testbed.backends.images import ensure_image
 from testbed.backends.node_driver import NotHealthy, log_tail
 from testbed.backends.ports import pick_free_ports
 from testbed.backends.state import testbed_id
+from testbed.backends.warm_up import warm_up
 from testbed.exceptions import BackendError, BrokerStartError
 
 
@@ -128,6 +129,11 @@ def start_broker_container(
             raise BrokerStartError(f"{exc}\n{logs}") from None
         raise
     endpoint = replace(driver.endpoint(rec), name=f"testcontainers-{kind}")
+    try:
+        warm_up(endpoint)  # a fresh JVM broker is slow until its JIT has seen the message path
+    except BaseException:
+        container.stop()
+        raise
     return BrokerContainer(endpoint, container, round(time.monotonic() - t0, 3))
 
 

@@ -104,6 +104,7 @@ TABLE: dict[str, tuple[object, object]] = {
     "deletes_topology":               (True,              False),  # calibration/streams.py
     "calibration_queue_per_consumer": (False,             True),  # calibration/streams.py
     "high_watermark":                 (0.6,               1.0),  # calibration/assemble.py
+    "warm_up":                        (0,                 30_000),  # backends/warm_up.py
     "transient_queues":               ("queue",           "topic"),  # workload/topology.py
     "mandatory":                      (True,              False),  # scenario_transient.py
 }  # fmt: skip

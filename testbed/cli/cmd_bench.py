@@ -26,7 +26,7 @@ CalQuickOpt = Annotated[
     typer.Option(
         "--quick",
         help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
-        f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~18 s of load). "
+        f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~34 s of load). "
         "The profile is too rough for predictions: give --out.",
     ),
 ]
@@ -73,7 +73,7 @@ def calibrate(
             min=0.2,
             max=20,
             metavar="X",
-            help="Stretch the client-path phases (1 = ~35 s of load; 0.2-20).",
+            help="Stretch the client-path phases (1 = ~68 s of load; 0.2-20).",
         ),
     ] = 1.0,  # fmt: skip
     home: HomeOpt = None,

@@ -74,6 +74,14 @@ CATALOGUE: dict[str, Spec] = {
     "workload.record_disk": Spec("workload", "recording: Parquet bytes per delivery row", "B"),
     "workload.startup_rabbitmq": Spec("workload", "RabbitMQ start-up (launch → healthy)", "s"),
     "workload.startup_activemq": Spec("workload", "ActiveMQ start-up (launch → healthy)", "s"),
+    "workload.warm_up_activemq": Spec(
+        "workload", "ActiveMQ warm-up after start-up (testbed/backends/warm_up.py)", "s"),
+    "workload.cold_light_p50_activemq": Spec(
+        "workload", "ActiveMQ freshly started, not warmed: light stream (100 msg/s, 200 B, "
+        "stomp.py) publish → receive p50", "ms"),
+    "workload.warm_light_p50_activemq": Spec(
+        "workload", "the same light stream on the same broker after its warm-up", "ms",
+        anchor="cold"),
     "simulator.throughput": Spec(
         "simulator", "event loop: simulated msg/s on one core (best of 3)", "msg/s",
         _t(">=", 50_000, SIM)),

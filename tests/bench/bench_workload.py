@@ -13,6 +13,9 @@
 3. Recording overhead: RSS growth while appending one million delivery rows through the
    batched writer, and bytes per row on disk.
 4. Broker start-up: launch -> healthy of a fresh local RabbitMQ and ActiveMQ (own home each).
+5. ActiveMQ warm-up (`testbed.backends.warm_up`): on a fresh ActiveMQ started cold, the median
+   publish -> receive latency of a light stream (stomp.py, 100 msg/s), then the warm-up's own
+   time, then the same stream again: what the warm-up is for, measured.
 
 Besides that human output (a JSON dump at the end) it prints each figure as a record of
 `mqbed bench`'s figure protocol (``mqbed-figure {...}`` lines, testbed/bench/figures.py).
@@ -33,12 +36,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
+import stomp
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from testbed.backends.base import BrokerEndpoint  # noqa: E402
 from testbed.backends.local import LocalBackend  # noqa: E402
+from testbed.backends.warm_up import warm_up  # noqa: E402
 from testbed.bench.catalogue import emit, emit_broker  # noqa: E402
 from testbed.core.records import RecordWriter, merge_parts  # noqa: E402
 from testbed.run import run_scenario  # noqa: E402
@@ -229,10 +235,49 @@ def startup(out: Path) -> dict[str, float]:
     for kind in ("rabbitmq", "activemq"):
         backend = LocalBackend(out / f"startup-{kind}")
         t0 = time.monotonic()
-        backend.up([kind], detach=False)  # type: ignore[list-item]
+        backend.up([kind], detach=False, warm=False)  # type: ignore[list-item]
         times[f"{kind}_s"] = round(time.monotonic() - t0, 2)
         backend.down()
     return times
+
+
+def light_stream(ep: BrokerEndpoint, seconds: float, rate: float = 100.0) -> float:
+    """Median publish -> receive latency (ms) of transient 200 B messages sent at `rate` msg/s
+    for `seconds` through one STOMP connection and queue (auto ack)."""
+    got: list[float] = []
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: stomp.utils.Frame) -> None:
+            got.append((time.time_ns() - int(frame.headers["sent-ns"])) / 1e6)
+
+    conn = stomp.Connection12([(ep.host, ep.port)], heartbeats=(0, 0), timeout=5)
+    conn.set_listener("bench", Listener())
+    conn.connect(ep.username, ep.password, wait=True)
+    conn.subscribe("/queue/bench-light", id="light", ack="auto")
+    n = int(seconds * rate)
+    t0 = time.monotonic()
+    for i in range(n):
+        time.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+        conn.send("/queue/bench-light", b"x" * 200, headers={"sent-ns": str(time.time_ns())})
+    deadline = time.monotonic() + 5
+    while len(got) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    conn.disconnect()
+    return float(np.median(got))
+
+
+def activemq_warm_up(out: Path, seconds: float) -> dict[str, float]:
+    """A light stream on a cold fresh ActiveMQ, the warm-up, the same stream again."""
+    backend = LocalBackend(out / "warm-up")
+    (ep,) = backend.up(["activemq"], detach=False, warm=False)
+    try:
+        cold = light_stream(ep, seconds)
+        done = warm_up(ep)
+        warm = light_stream(ep, seconds)
+    finally:
+        backend.down()
+    return {"cold_p50_ms": cold, "warm_up_s": done.seconds, "messages": done.received,
+            "warm_p50_ms": warm}  # fmt: skip
 
 
 def recording(out: Path, rows: int = 1_000_000) -> dict[str, Any]:
@@ -284,6 +329,10 @@ def figures(step: str, r: dict[str, Any]) -> None:
     elif step == "broker_startup":
         for kind in ("rabbitmq", "activemq"):
             emit(f"workload.startup_{kind}", r[f"{kind}_s"])
+    elif step == "activemq_warm_up":
+        emit("workload.warm_up_activemq", r["warm_up_s"], note=f"{r['messages']:,} messages")
+        emit("workload.cold_light_p50_activemq", r["cold_p50_ms"])
+        emit("workload.warm_light_p50_activemq", r["warm_p50_ms"], anchor=r["cold_p50_ms"])
 
 
 def main() -> None:
@@ -317,6 +366,7 @@ def main() -> None:
             "generator_stomp": lambda: generator(home, out, 3, client="stomp"),
             "recording": lambda: recording(out, 100_000 if args.quick else 1_000_000),
             "broker_startup": lambda: startup(out),
+            "activemq_warm_up": lambda: activemq_warm_up(out, 3 if args.quick else 20),
         }
         results: dict[str, Any] = {}
         try:

@@ -40,6 +40,9 @@ def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
         f = figures[f"workload.generator_{client}"]
         assert f["value"] > 0 and f["anchor"]["value"] > 0 and f["ratio"] > 0, f
     assert perf["machine"]["brokers"].keys() == {"rabbitmq", "activemq"}
+    warm = figures["workload.warm_light_p50_activemq"]  # the same stream before and after
+    assert warm["value"] > 0 and warm["anchor"]["value"] > 0, warm
+    assert figures["workload.warm_up_activemq"]["value"] > 0
     assert figures["simulator.agree_mm2"]["status"] in ("pass", "fail")
     assert figures["correlation.job_s@1e8"]["value"] is None  # --quick runs 1e5 only
     assert "not among the sizes run (1e5)" in text

@@ -40,6 +40,8 @@ WARM_QUEUE = "mqbed-warm-up"
 """The scratch queue (left empty behind: STOMP cannot delete a queue)."""
 SECONDS = 60.0
 """Upper bound of one warm-up (s); a slower broker is reported ready less warm, not failed."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for the broker's CONNECTED frame."""
 _WINDOW = 500
 """Messages sent ahead of those received (the broker's prefetch to the warm-up consumer)."""
 _SIZES = (200, 16_000, 1_000)
@@ -59,6 +61,7 @@ class _Counter(stomp.ConnectionListener):  # type: ignore[misc]
 
     def __init__(self) -> None:
         self.received = 0
+        self.connected = False
         self.error = ""
         self.changed = threading.Condition()
         self.conn: stomp.Connection12 | None = None
@@ -78,6 +81,17 @@ class _Counter(stomp.ConnectionListener):  # type: ignore[misc]
                 lambda: sent - self.received < window or bool(self.error),
                 timeout=max(0.0, deadline - time.monotonic()),
             )
+
+    def on_connected(self, frame: stomp.utils.Frame) -> None:
+        with self.changed:
+            self.connected = True
+            self.changed.notify_all()
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Whether the CONNECTED frame came within ``timeout`` s (an ERROR frame ends it)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.connected or bool(self.error), timeout=timeout)
+            return self.connected and not self.error
 
     def on_error(self, frame: stomp.utils.Frame) -> None:
         with self.changed:
@@ -103,10 +117,14 @@ def warm_up(
     )
     counter.conn = conn
     conn.set_listener("warm-up", counter)
-    try:
-        conn.connect(endpoint.username, endpoint.password, wait=True)
+    try:  # stomp.py's own wait=True has no time limit: a paused broker would hang it
+        conn.connect(endpoint.username, endpoint.password, wait=False)
     except stomp.exception.StompException as exc:
         raise BackendError(f"warm-up of {endpoint.name}: connect failed: {exc!r}") from exc
+    if not counter.wait_connected(CONNECT_TIMEOUT):
+        conn.transport.disconnect_socket()
+        why = counter.error or f"no CONNECTED frame within {CONNECT_TIMEOUT:g} s"
+        raise BackendError(f"warm-up of {endpoint.name}: connect failed: {why}")
     dest = f"/queue/{WARM_QUEUE}"
     deadline = started + seconds
     sent = 0

@@ -4,6 +4,8 @@ a run leaves out says why."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from testbed.bench.catalogue import expected
@@ -16,7 +18,7 @@ RATE = {
     "scheduled_msg_s": 5010.0,
     "publish_delay_ms": {"p50": 0.3, "p99": 1.1, "p999": 35.3, "max": 65.9},
 }
-STEPS = {
+STEPS: dict[str, dict[str, Any]] = {
     "rate_fidelity": RATE,
     "generator_pika": {"locust_worker_msg_s": 25815.0, "bare_pika_msg_s": 24180.0},
     "generator_kombu": {"locust_worker_msg_s": 9000.0, "bare_kombu_msg_s": 12000.0},
@@ -28,6 +30,12 @@ STEPS = {
         "disk_bytes_per_row": 13.57,
     },  # fmt: skip
     "broker_startup": {"rabbitmq_s": 5.13, "activemq_s": 1.07},
+    "activemq_warm_up": {
+        "cold_p50_ms": 0.78,
+        "warm_up_s": 7.44,
+        "messages": 30_000,
+        "warm_p50_ms": 0.27,
+    },  # fmt: skip
 }
 
 
@@ -47,6 +55,9 @@ def test_workload_prints_every_catalogued_figure(capsys: pytest.CaptureFixture[s
     assert rate.ratio == pytest.approx(4990 / 5010) and rate.status == "pass"
     assert got["workload.publish_delay_p999"].status == "fail"  # 35.3 ms against < 20 ms
     assert got["workload.record_disk"].value == 13.57
+    warm = got["workload.warm_light_p50_activemq"]  # the same stream, before the warm-up
+    assert warm.anchor.value == 0.78 and warm.ratio == pytest.approx(0.27 / 0.78)  # type: ignore[union-attr]
+    assert got["workload.warm_up_activemq"].note == "30,000 messages"
 
 
 def test_rate_fidelity_at_another_rate_is_not_judged(capsys: pytest.CaptureFixture[str]) -> None:

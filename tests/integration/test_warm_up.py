@@ -8,15 +8,19 @@ RabbitMQ needs none. How much faster a warm broker is, is a benchmark's matter
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.backends.warm_up import WARM_QUEUE, warm_up
 from testbed.brokers import make_adapter
+from testbed.cli.app import app
 from testbed.core.broker_kinds import KINDS
 from testbed.exceptions import BackendError
 
@@ -61,3 +65,21 @@ def test_no_warm_up_when_asked_and_a_warm_up_by_hand(
     with pytest.raises(BackendError) as e:
         warm_up(bad, messages=10)
     assert "warm-up of activemq0" in str(e.value)
+
+
+def test_mqbed_up_reports_the_warm_up_and_no_warm_up_skips_it(tmp_path: Path) -> None:
+    """The README's `mqbed up` (warm by default) and `mqbed up --no-warm-up`, on the CLI."""
+    runner = CliRunner()
+    cold = ["up", "--broker", "activemq", "--no-warm-up", "--json", "--home", str(tmp_path / "c")]
+    warm = ["up", "--broker", "activemq", "--json", "--home", str(tmp_path / "w")]
+    try:
+        result = runner.invoke(app, cold)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["warm_up"] == {}
+        result = runner.invoke(app, warm)
+        assert result.exit_code == 0, result.output
+        done = json.loads(result.stdout)["warm_up"]["activemq0"]
+        assert done["sent"] == done["received"] == 30_000
+    finally:
+        for home in ("c", "w"):
+            runner.invoke(app, ["down", "--home", str(tmp_path / home)])

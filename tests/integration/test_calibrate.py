@@ -6,16 +6,20 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from testbed.backends.base import BrokerEndpoint
+from testbed.backends.local import LocalBackend
 from testbed.calibration.api import calibrate_endpoint
 from testbed.calibration.profile_files import sidecar_path
 from testbed.core.profile import default_profile, load_profile
+from tests.integration.conftest import start_or_fail
 
 pytestmark = pytest.mark.integration
+MakeBackend = Callable[[str], LocalBackend]
 
 
 def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
@@ -32,16 +36,19 @@ def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
         assert cfg in prof.latency, cfg
     base = prof.latency["base"]
     shipped = default_profile(endpoint.kind).latency["base"]
+    side = json.loads(sidecar_path(out).read_text())
     for fit, ref in ((base.low_load, shipped.low_load), (base.high_load, shipped.high_load)):
-        # within a small multiple of the shipped profile's measured base latency (a quick,
-        # noisy calibration on a busy machine), so a 40 ms Nagle stall would fail it
-        assert 0 < fit.a < max(5 * ref.a, 0.010), (fit, ref)
+        # within a small multiple of the shipped profile's measured base latency, so a 40 ms
+        # Nagle stall fails it. The floor is 25 ms: the base configuration is persistent, and
+        # a CI run on 2026-11-27 measured a flat 15 ms low-load median on a broker that the
+        # other xdist worker's disk load shared the machine with (the profile was what that
+        # machine did at the time; the test is about the protocol, not the machine).
+        assert 0 < fit.a < max(5 * ref.a, 0.025), (fit, ref, _base_medians(side))
         assert fit.b >= 0
     assert prof.write_time.mean > 0 and prof.read_time.mean > 0 and prof.publish_time.mean > 0
     assert prof.queue_service.a + prof.queue_service.b > 0
     assert prof.memory.per_message_overhead >= 0
     assert "--quick" in out.read_text()
-    side = json.loads(sidecar_path(out).read_text())
     assert side["protocol"]["quick"] is True
     assert {p["config"] for p in side["points"]} == {
         "base", "prefetch1", "confirms", "confirms_transient"
@@ -50,12 +57,21 @@ def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
     return took
 
 
-def test_quick_calibration_rabbitmq(rabbitmq: BrokerEndpoint, tmp_path: Path) -> None:
-    _quick(rabbitmq, tmp_path / "rabbitmq-local.yaml")
+def _base_medians(side: dict) -> list[tuple[str, float, int, float]]:
+    """(load, rate, size, median ms) of every base point: what a failed bound shows."""
+    return [
+        (p["load"], p["rate"], p["size"], round(p["latency"]["median"] * 1e3, 3))
+        for p in side["points"]
+        if p["config"] == "base" and p["latency"]
+    ]
 
 
-def test_quick_calibration_activemq(activemq: BrokerEndpoint, tmp_path: Path) -> None:
-    _quick(activemq, tmp_path / "activemq-local.yaml")
+@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
+def test_quick_calibration(kind: str, fresh_backend: MakeBackend, tmp_path: Path) -> None:
+    """On a broker of its own, as ``mqbed calibrate`` does: what earlier tests left on the
+    session brokers (queues, stored messages, a pause) is not part of a calibration."""
+    (endpoint,) = start_or_fail(fresh_backend(kind), [kind], label="calibrate", detach=False)
+    _quick(endpoint, tmp_path / f"{kind}-local.yaml")
 
 
 def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Path) -> None:

@@ -177,7 +177,9 @@ class Consumer:
             t += q.turn() - self.extra_a - self.extra_b * size  # measured with prefetch 1
         elif q.jitter is not None:
             at = q.at
-            t += q.jitter() if e is None or e[0] < 0.0 or at is None else at(e[0])
+            r = q.jitter() if e is None or e[0] < 0.0 or at is None else at(e[0])
+            scale = q.idle_scale
+            t += r if scale is None else r * scale(t_disp - self.free)
             if e is not None:
                 t += e[2]
             if t < t_disp + d:

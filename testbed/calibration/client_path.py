@@ -37,6 +37,11 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   machine's idle time before their publish give the wake-up of an idle machine (``wake``,
   `testbed.calibration.wake`).
 
+Every delivery of the delivery streams is also placed by its consumer's idle time before its
+publish: per phase, how much sooner a message reaches a consumer that finished its previous
+one a few milliseconds before is the ``consumer_idle`` curve (`testbed.calibration.consumer_idle`),
+and the delivery tables are stored for a cold consumer.
+
 The Locust process samples its CPU time and its counts of publishes and deliveries every second
 (``testbed.observe.process_cpu``): the slope of CPU over operations across the three phases is
 ``cpu_per_op``, the marginal CPU cost of one client operation, with which the simulator makes the
@@ -62,6 +67,7 @@ __all__ = [
     "CpuMeter",
     "calibration_scenario",
     "copy_gap",
+    "delivery_idle_points",
     "measure_client_path",
     "tables_from_records",
     "turnaround_points",
@@ -80,12 +86,14 @@ import pandas as pd
 import yaml
 
 from testbed.calibration.confirm_path import MIN_SAMPLE, confirm_points, read_sends
+from testbed.calibration.consumer_idle import consumer_idle, idle_points, normalised
 from testbed.calibration.path_scenario import (
     CHAINS,
     CONFIRMED_TRANSIENT,
     FAN,
     HOLD_SERVICE,
     HOLD_UTILISATION,
+    IDLE,
     IDLE_STOP,
     LARGE,
     PHASES,
@@ -95,7 +103,7 @@ from testbed.calibration.path_scenario import (
     calibration_scenario,
     phase_of,
 )
-from testbed.calibration.wake import wake_points
+from testbed.calibration.wake import awake, wake_points
 from testbed.core.client_path import (
     PROTOCOL,
     ClientPath,
@@ -103,7 +111,9 @@ from testbed.core.client_path import (
     PathPoint,
     PointFit,
     Provenance,
+    WakePoint,
 )
+from testbed.core.consumer_idle import IdlePoint
 from testbed.core.quantiles import quantile_table
 from testbed.observe.foreign_load import CpuMeter
 from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, cpu_split, read_usage
@@ -121,11 +131,37 @@ def _phased(deliveries: pd.DataFrame, scale: float) -> pd.DataFrame:
     return d
 
 
-def tables_from_records(
-    deliveries: pd.DataFrame, scale: float = 1.0
-) -> tuple[list[PathPoint], list[HoldPoint], list[PointFit]]:
-    """The delivery and hold points of one calibration run's ``deliveries`` table."""
+def _is_delivery_stream(queue: str) -> bool:
+    stream = queue.removeprefix("mqbed-cal-")
+    return queue.startswith("mqbed-cal-") and not stream.startswith((TURN, FAN, "hold", IDLE))
+
+
+def delivery_idle_points(
+    deliveries: pd.DataFrame, scale: float = 1.0, wake: Sequence[WakePoint] = ()
+) -> list[IdlePoint]:
+    """The consumer idle points (`testbed.calibration.consumer_idle`) of the delivery streams,
+    compared within each stream and load phase, on their delays less the ``wake`` of the
+    machine's idle time (`testbed.calibration.wake.awake`)."""
     d = _phased(deliveries, scale)
+    streams = d.queue.astype(str).map(_is_delivery_stream)
+    group = (d.phase.astype(str) + "/" + d.queue.astype(str)).where(d.phase.notna() & streams)
+    rates = {ph.name: ph.total for ph in PHASES}
+    return idle_points(d, group, d.phase.map(rates), awake(d, list(wake)))
+
+
+def tables_from_records(
+    deliveries: pd.DataFrame,
+    scale: float = 1.0,
+    idle: Sequence[IdlePoint] = (),
+    wake: Sequence[WakePoint] = (),
+) -> tuple[list[PathPoint], list[HoldPoint], list[PointFit]]:
+    """The delivery and hold points of one calibration run's ``deliveries`` table. The delivery
+    tables hold each delay less the ``wake`` of the machine's idle time before its publish
+    (`awake`) and, with ``idle`` points, as it would have been to a cold consumer
+    (`normalised`): the simulator adds both for the scenario's own idle times."""
+    d = _phased(deliveries, scale)
+    d["consumer_idle"] = consumer_idle(d)
+    d["awake"] = awake(d, list(wake))
     rates = {ph.name: ph.total for ph in PHASES}
     paths: list[PathPoint] = []
     holds: list[HoldPoint] = []
@@ -141,7 +177,10 @@ def tables_from_records(
             table = quantile_table(sample)
             holds.append(HoldPoint(rate=rates[phase], service=HOLD_SERVICE, table=table))
         else:
-            sample = g.latency_s.to_numpy(dtype=float)
+            sample = normalised(
+                g.awake.to_numpy(dtype=float), g.consumer_idle.to_numpy(dtype=float),
+                list(idle), rates[phase],
+            )  # fmt: skip
             if len(sample) < MIN_SAMPLE:
                 continue
             paths.append(_path_point(stream, rates[phase], sample))
@@ -270,7 +309,9 @@ def measure_client_path(
     foreign, deliveries, load, usage, sends = best
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
-    paths, holds, fits = tables_from_records(deliveries, scale)
+    wake = wake_points(deliveries)
+    idle = delivery_idle_points(deliveries, scale, wake)
+    paths, holds, fits = tables_from_records(deliveries, scale, idle, wake)
     turns, fit_t = turnaround_points(deliveries, scale)
     confirms, fit_c = confirm_points(sends, scale)
     if not paths:
@@ -282,7 +323,8 @@ def measure_client_path(
         confirm=confirms,
         turnaround=turns,
         copy_gap=copy_gap(deliveries),
-        wake=wake_points(deliveries),
+        wake=wake,
+        consumer_idle=idle,
         fit=fits + fit_t + fit_c,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),

@@ -24,6 +24,9 @@ library as a real run, and keeps from its records two empirical distributions pe
 - ``wake``: how much longer a message takes when the machine was idle before it was published
   (no publish and no handler ending for that long): the delivery tables are measured on a
   machine that is never idle for more than a few milliseconds.
+- ``consumer_idle``: how much faster a message reaches a consumer that finished its previous
+  one a few milliseconds before it was published, by that consumer's idle time: the delivery
+  tables are stored for a cold consumer (`testbed.core.consumer_idle`).
 - ``cpu_per_op``: the CPU one Locust process spends per publish or delivery — what makes the
   users of one process wait for each other (``emulator.sim.client_cpu``);
 - ``cpu``: where that CPU goes — a publish, a delivery before its handler starts (receive) and
@@ -46,6 +49,7 @@ __all__ = [
     "PointFit",
     "Provenance",
     "WakePoint",
+    "wake_delay",
 ]
 
 import math
@@ -54,12 +58,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from testbed.core.consumer_idle import IdlePoint, idle_curve
 from testbed.core.quantiles import PROBS, QuantileTable, ks_to_sample, mix, quantile_table
 from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 6
+PROTOCOL = 7
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
@@ -75,7 +80,9 @@ earlier one is measured again by the next run (`ClientPath.missing`):
    consumers, one fewer per phase; transient deliveries from a producer that asks for confirms
    (``PathPoint.confirms`` on a transient point); the gap between a fanned-out message's
    copies (``copy_gap``);
-6. the wake-up of an idle machine (``wake``): a sparse stream after the load phases."""
+6. the wake-up of an idle machine (``wake``): a sparse stream after the load phases;
+7. the delivery to a consumer by its own idle time (``consumer_idle``), the delivery tables
+   stored for a cold consumer (`testbed.core.consumer_idle`)."""
 
 WAKE_AWAKE = 0.01
 """Idle time (s) within which the machine counts as awake: the baseline of the ``wake`` points
@@ -190,6 +197,9 @@ class ClientPath(Strict):
     wake: list[WakePoint] = Field(default_factory=list)
     """The wake-up of an idle machine, by idle time (increasing; empty: not measured, no
     wake-up is added)."""
+    consumer_idle: list[IdlePoint] = Field(default_factory=list)
+    """The delivery to a consumer by its own idle time before the publish (idle increasing,
+    factors non-decreasing; empty: not measured, every delivery draws the tables unscaled)."""
     fit: list[PointFit] = Field(default_factory=list)
     cpu_per_op: float | None = Field(None, ge=0)
     """Marginal CPU seconds one Locust process spends per client operation — a publish, or a
@@ -221,6 +231,19 @@ class ClientPath(Strict):
             )
         return pts
 
+    @field_validator("consumer_idle")
+    @classmethod
+    def _monotone(cls, pts: list[IdlePoint]) -> list[IdlePoint]:
+        for rate in sorted({p.rate for p in pts}):
+            idle = [p.idle for p in pts if p.rate == rate]
+            factor = [p.factor for p in pts if p.rate == rate]
+            if idle != sorted(set(idle)) or factor != sorted(factor):
+                raise ValueError(
+                    f"consumer idle points at {rate:g} msg/s need idle times increasing and "
+                    f"factors non-decreasing, got {list(zip(idle, factor, strict=True))}"
+                )
+        return pts
+
     @field_validator("delivery")
     @classmethod
     def _some(cls, pts: list[PathPoint]) -> list[PathPoint]:
@@ -236,7 +259,7 @@ class ClientPath(Strict):
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
                     "is spent, confirmed deliveries, follow-ups, the turnaround of a "
                     "prefetch-1 consumer, the gap between fanned-out copies, the wake-up of an "
-                    "idle machine)")  # fmt: skip
+                    "idle machine, the delivery by the consumer's idle time)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:
@@ -293,22 +316,33 @@ class ClientPath(Strict):
 
     def wake_delay(self, idle: float) -> float:
         """Extra delivery delay (s) of a message published after ``idle`` seconds without
-        activity: 0 up to ``WAKE_AWAKE``, then linear between the measured points, flat after
-        the last one."""
-        if not self.wake or idle <= WAKE_AWAKE:
-            return 0.0
-        x0, y0 = WAKE_AWAKE, 0.0
-        for p in self.wake:
-            if idle <= p.idle:
-                return y0 + (p.extra - y0) * (idle - x0) / (p.idle - x0)  # (validated: >)
-            x0, y0 = p.idle, p.extra
-        return y0
+        activity (`wake_delay`)."""
+        return wake_delay(self.wake, idle)
+
+    def idle_curve(self, rate: float) -> list[tuple[float, float]]:
+        """(idle, factor) points of the delivery to a consumer by its idle time at total
+        ``rate`` msg/s (`idle_factor` reads them): the measured curves interpolated in
+        log(rate), clamped outside the measured rates; empty when not measured."""
+        return idle_curve(self.consumer_idle, rate)
 
     def turnaround_table(self, rate: float) -> QuantileTable | None:
         """Ack → start of a message that waited at the broker (None: not measured)."""
         if not self.turnaround:
             return None
         return _by_rate([(p.rate, p.table) for p in self.turnaround], rate)
+
+
+def wake_delay(points: list[WakePoint], idle: float) -> float:
+    """The extra delay of wake-up ``points`` after ``idle`` s without activity: 0 up to
+    ``WAKE_AWAKE`` (and for no points), then linear between the points, flat after the last."""
+    if not points or idle <= WAKE_AWAKE:
+        return 0.0
+    x0, y0 = WAKE_AWAKE, 0.0
+    for p in points:
+        if idle <= p.idle:
+            return y0 + (p.extra - y0) * (idle - x0) / (p.idle - x0)  # (validated: >)
+        x0, y0 = p.idle, p.extra
+    return y0
 
 
 def _by_rate(points: list[tuple[float, QuantileTable]], rate: float) -> QuantileTable:

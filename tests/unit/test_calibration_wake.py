@@ -17,7 +17,7 @@ from testbed.calibration.path_scenario import (
     calibration_scenario,
     phase_of,
 )
-from testbed.calibration.wake import MIN_BIN, idle_before, wake_points
+from testbed.calibration.wake import MIN_BIN, awake, idle_before, wake_points
 from testbed.core.client_path import WAKE_AWAKE
 from testbed.core.scenario_loader import parse_scenario
 
@@ -77,6 +77,27 @@ def test_the_idle_time_counts_every_queue_and_the_handlers_ends() -> None:
     )
     idle = idle_before(pd.concat([d, other], ignore_index=True), f"mqbed-cal-{IDLE}")
     assert idle.idle.loc[10] == pytest.approx(0.002)  # (the first publish has no idle time)
+
+
+def test_awake_delays_lose_the_wake_up_of_their_idle_time_and_nothing_else() -> None:
+    """The load phases' tables hold what a delivery takes on an awake machine: the simulator
+    adds the wake-up after idle time itself. A delivery after 2 ms keeps its delay; one after
+    100 ms loses the 0.6 ms of the measured points there (never below a quarter of itself)."""
+    d = _sparse(np.random.default_rng(6), 2000, _step)
+    points = wake_points(d)
+    idle = idle_before(d, f"mqbed-cal-{IDLE}").idle
+    every = awake(d, points)
+    assert every.index.equals(d.index) and every[0] == d.latency_s[0]  # no idle time: kept
+    kept = every[idle.index]
+    extra = (d.latency_s[idle.index] - kept).to_numpy()
+    assert np.all(extra[idle.to_numpy() <= WAKE_AWAKE] == 0.0)
+    long_ = idle.to_numpy() > 0.2
+    assert long_.sum() > 50
+    assert np.median(extra[long_]) == pytest.approx(0.0006, abs=0.00005)
+    assert np.median(kept[idle > WAKE_AWAKE]) == pytest.approx(0.0005, abs=0.00005)
+    assert awake(d, []).equals(d.latency_s)  # no points: unchanged
+    tiny = d.assign(latency_s=0.0001)
+    assert (awake(tiny, points) >= 0.25 * 0.0001 - 1e-12).all()
 
 
 def test_the_points_are_non_decreasing_and_empty_without_an_awake_baseline() -> None:

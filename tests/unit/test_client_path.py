@@ -155,6 +155,8 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert {p.rate for p in cp.turnaround} == {ph.total for ph in PHASES if ph.turn}
         assert cp.copy_gap is not None and 0 < cp.copy_gap < 0.002, (kind, client)
         assert cp.wake and all(0 <= p.extra < 0.005 for p in cp.wake), (kind, client)
+        idle_rates = {p.rate for p in cp.consumer_idle}
+        assert idle_rates and idle_rates <= {ph.total for ph in PHASES}, (kind, client)
         for persistent in (False, True):
             for confirms in (False, True):
                 rates = {

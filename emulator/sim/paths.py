@@ -21,15 +21,14 @@ linear size cost, so the table's shape is kept and only its location follows the
 
 from __future__ import annotations
 
-__all__ = ["QueueTraffic", "idle_scaler", "queue_traffic", "set_residual", "total_rate"]
+__all__ = ["QueueTraffic", "queue_traffic", "set_residual", "total_rate"]
 
-from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from emulator.sim.wake import WakeClock
-from testbed.core.consumer_idle import IDLE_COLD
+from testbed.core.consumer_idle import idle_scaler
 from testbed.core.load import arrival_mean_rate
 from testbed.core.quantiles import table_sampler
 from testbed.core.scenario import Scenario
@@ -115,29 +114,6 @@ def queue_traffic(s: Scenario) -> dict[str, QueueTraffic]:
 def total_rate(loads: Mapping[str, Any]) -> float:
     """Deliveries per second the whole machine handles (every queue's offered rate)."""
     return float(sum(x.arrival_rate for x in loads.values()))
-
-
-def idle_scaler(curve: list[tuple[float, float]]) -> Callable[[float], float] | None:
-    """The factor of a consumer-idle ``curve`` (`ClientPath.idle_curve`) as a function of the
-    consumer's idle time (None: no curve, nothing to scale). The same interpolation as
-    `testbed.core.client_path.idle_factor`, written with ``bisect`` over plain lists: it runs
-    once per delivery, where ``numpy.interp`` on one value costs several microseconds."""
-    if not curve:
-        return None
-    xs = [x for x, _ in curve] + [IDLE_COLD]
-    ys = [y for _, y in curve] + [1.0]
-    x0, y0 = xs[0], ys[0]
-
-    def scale(idle: float) -> float:
-        if idle >= IDLE_COLD:
-            return 1.0
-        if idle <= x0:
-            return y0
-        i = bisect_right(xs, idle)
-        xa, ya = xs[i - 1], ys[i - 1]
-        return ya + (ys[i] - ya) * (idle - xa) / (xs[i] - xa)
-
-    return scale
 
 
 def set_residual(

@@ -66,7 +66,7 @@ class Queue:
         self.jitter: Callable[[], float] | None = None  # δ's draw: measured table, or fit spread
         self.at: Callable[[float], float] | None = None  # the table's draw at a given uniform
         self.turn: Callable[[], float] | None = None  # δ's draw after a wait (turnaround)
-        # δ's scale by the consumer's idle time before it (emulator.sim.paths.idle_scaler)
+        # δ's scale by the consumer's idle time before it (testbed.core.consumer_idle.idle_scaler)
         self.idle_scale: Callable[[float], float] | None = None
         self.waited = False  # the copy being dispatched waited for a consumer's credit
         self.locked = False  # shared_lock: dispatch through broker.try_lock

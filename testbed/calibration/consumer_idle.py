@@ -13,12 +13,12 @@ Each delivery of the delivery streams is placed by its consumer's idle time befo
 busy, which counts as the shortest bin). The streams differ in level (size, persistence, load
 phase), so the bins are compared within each stream and phase: log delay = the group's level +
 the bin's effect, both estimated by alternating medians (robust to the tail), one curve per
-load phase: the effect fades as the machine gets busier (within 2 ms ActiveMQ's small stream
-took 0.6 times its cold delay at 130 msg/s and 0.9 times at 438, where nothing on the machine
-sleeps long). Every bin from
-``IDLE_COLD`` up is one reference bin (factor 1); below it a bin's factor is exp(its effect −
-the reference's), made non-decreasing in idle (a shorter idle is never slower; a dip between
-bins is noise) and at most 1. A bin with fewer than ``MIN_BIN`` deliveries is left out.
+load phase: the effect fades as the machine gets busier (ActiveMQ, wake-up taken out: 0.75 of
+the cold delay within 2 ms at 130 msg/s, 0.91 at 438, where nothing on the machine sleeps
+long). Every bin from ``IDLE_COLD`` up is one reference bin (factor 1); below it a bin's factor
+is exp(its effect − the reference's), made non-decreasing in idle (a shorter idle is never
+slower; a dip between bins is noise) and at most 1. A bin with fewer than ``MIN_BIN``
+deliveries is left out.
 
 The tables are then stored for a cold consumer: each delivery's delay divided by its bin's
 factor (`normalised`), so that the simulator can scale a draw by the consumer's idle time
@@ -127,5 +127,4 @@ def normalised(
     curve = idle_curve(points, rate)
     if not curve:
         return delay
-    factor = np.array([1.0 if np.isnan(i) else idle_factor(curve, float(i)) for i in idle])
-    return delay / factor
+    return delay / idle_factor(curve, np.nan_to_num(idle, nan=IDLE_COLD))  # type: ignore[arg-type]

@@ -4,14 +4,16 @@ A message reaches a consumer that finished its previous message a few millisecon
 publish sooner than one that has been idle: calibration measures by how much, per load level
 (`testbed.calibration.consumer_idle`), and stores its delivery tables for a *cold* consumer;
 the simulator scales each table draw by the factor of the consumer's idle time
-(`emulator.sim.paths.idle_scaler`). The points live in ``ClientPath.consumer_idle``.
+(`idle_scaler`). The points live in ``ClientPath.consumer_idle``.
 """
 
 from __future__ import annotations
 
-__all__ = ["IDLE_COLD", "IdlePoint", "idle_curve", "idle_factor"]
+__all__ = ["IDLE_COLD", "IdlePoint", "idle_curve", "idle_factor", "idle_scaler"]
 
 import math
+from bisect import bisect_right
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import Field
@@ -55,18 +57,40 @@ def idle_curve(points: list[IdlePoint], rate: float) -> list[tuple[float, float]
     w = math.log(rate / r0) / math.log(r1 / r0)
     grid = sorted({x for x, _ in curves[r0]} | {x for x, _ in curves[r1]})
     return [
-        (x, (1 - w) * idle_factor(curves[r0], x) + w * idle_factor(curves[r1], x)) for x in grid
+        (x, float((1 - w) * idle_factor(curves[r0], x) + w * idle_factor(curves[r1], x)))
+        for x in grid
     ]
 
 
 def idle_factor(curve: list[tuple[float, float]], idle: float) -> float:
     """The factor of an (idle, factor) ``curve`` at ``idle`` s: the first point's below it (a
     negative idle — the consumer still busy — included), linear between points and on to 1 at
-    ``IDLE_COLD``, 1 from there on (and for no points)."""
-    if not curve or idle >= IDLE_COLD:
+    ``IDLE_COLD``, 1 from there on (and for no points). ``numpy.interp`` clamps at both ends,
+    which is exactly that rule; an array of idle times gives an array of factors."""
+    if not curve:
         return 1.0
-    if idle <= curve[0][0]:
-        return curve[0][1]
     xs = [x for x, _ in curve] + [IDLE_COLD]
     ys = [y for _, y in curve] + [1.0]
-    return float(np.interp(idle, xs, ys))
+    return np.interp(idle, xs, ys)  # type: ignore[no-any-return]
+
+
+def idle_scaler(curve: list[tuple[float, float]]) -> Callable[[float], float] | None:
+    """`idle_factor` of ``curve`` as a function of one idle time (None: no curve, nothing to
+    scale), written with ``bisect`` over plain lists: the simulator calls it once per delivery,
+    where ``numpy.interp`` on one value costs several microseconds."""
+    if not curve:
+        return None
+    xs = [x for x, _ in curve] + [IDLE_COLD]
+    ys = [y for _, y in curve] + [1.0]
+    x0, y0 = xs[0], ys[0]
+
+    def scale(idle: float) -> float:
+        if idle >= IDLE_COLD:
+            return 1.0
+        if idle <= x0:
+            return y0
+        i = bisect_right(xs, idle)
+        xa, ya = xs[i - 1], ys[i - 1]
+        return ya + (ys[i] - ya) * (idle - xa) / (xs[i] - xa)
+
+    return scale

@@ -15,9 +15,8 @@ import pandas as pd
 import pytest
 
 from emulator.sim.model import Model
-from emulator.sim.paths import idle_scaler
 from testbed.calibration.consumer_idle import MIN_BIN, consumer_idle, idle_points, normalised
-from testbed.core.consumer_idle import IDLE_COLD, IdlePoint, idle_curve, idle_factor
+from testbed.core.consumer_idle import IDLE_COLD, IdlePoint, idle_curve, idle_factor, idle_scaler
 from testbed.core.profile import default_profile
 from testbed.core.scenario_loader import parse_scenario
 from tests.unit.pathkit import one_table_path

@@ -245,14 +245,21 @@ def light_stream(ep: BrokerEndpoint, seconds: float, rate: float = 100.0) -> flo
     """Median publish -> receive latency (ms) of transient 200 B messages sent at `rate` msg/s
     for `seconds` through one STOMP connection and queue (auto ack)."""
     got: list[float] = []
+    connected = threading.Event()
 
     class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_connected(self, frame: stomp.utils.Frame) -> None:
+            connected.set()
+
         def on_message(self, frame: stomp.utils.Frame) -> None:
             got.append((time.time_ns() - int(frame.headers["sent-ns"])) / 1e6)
 
     conn = stomp.Connection12([(ep.host, ep.port)], heartbeats=(0, 0), timeout=5)
     conn.set_listener("bench", Listener())
-    conn.connect(ep.username, ep.password, wait=True)
+    conn.connect(ep.username, ep.password, wait=False)  # wait=True waits without a limit
+    if not connected.wait(10):
+        conn.transport.disconnect_socket()
+        raise RuntimeError(f"light stream: no CONNECTED frame from {ep.name} within 10 s")
     conn.subscribe("/queue/bench-light", id="light", ack="auto")
     n = int(seconds * rate)
     t0 = time.monotonic()

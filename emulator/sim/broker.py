@@ -36,6 +36,7 @@ from __future__ import annotations
 __all__ = ["Broker", "AmqpBroker", "ThreadsBroker", "make_broker"]
 
 import heapq
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,7 @@ class Broker:
         self.wake: WakeClock | None = None  # set with a measured wake-up (emulator.sim.wake)
         self._woken: dict[int, float] = {}  # published after idle time, not yet routed
         self._u = uniforms(stream(seed, rep, "broker:copies"))
+        self._order = random.Random(int(stream(seed, rep, "broker:order").integers(2**63)))
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(
             stream(seed, rep, "broker:confirm"), batch_for(expected)
@@ -157,10 +159,24 @@ class Broker:
         if not queues:
             self._unroutable(sender, m, notify)
             return
-        many = self.couple_copies and len(queues) > 1
+        many = len(queues) > 1
+        if many:
+            queues = self._arrival_order(queues)
+            many = self.couple_copies
         if many or w > 0.0:
             self.coupled[m] = [self._u() if many else -1.0, float(len(queues)), w]
         self._route(sender, m, queues, notify, persistent)
+
+    def _arrival_order(self, queues: tuple[Queue, ...]) -> tuple[Queue, ...]:
+        """The copies of one message in a random order: which of its queues' consumers
+        hears of it first. Live the order is neither the binding order nor fixed (SPECjms2007
+        interaction 3, five queues a message: each queue's copy came first in 13-34 % of
+        messages on RabbitMQ and ActiveMQ alike), and the copies share the consumers' process,
+        so the first one in order waits least; a fixed order gave the first bound queue a
+        latency 0.4 ms below the last's where the measured ones were alike."""
+        order = list(queues)
+        self._order.shuffle(order)
+        return tuple(order)
 
     def _route(
         self, sender: Sender, m: int, queues: tuple[Queue, ...], notify: int, persistent: bool

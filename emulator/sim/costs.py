@@ -257,9 +257,13 @@ def _per_destination(profile: Profile, simulator: bool) -> float:
     its Locust processes (``emulator.sim.client_cpu``) when the client path measured it, and
     then adds nothing here. Re-predicting the fan-out 1→10 on ActiveMQ of 2026-11-27 07:20 with
     its own profile, the fitted 0.21 ms × 9 on every copy put the first copy's median at
-    2.47 ms, measured 0.72 ms; without it 0.59 ms, and every rank within 0.4 ms."""
-    if simulator and _cpu_measured(profile.client_path):
-        return 0.0
+    2.47 ms, measured 0.72 ms; without it 0.59 ms, and every rank within 0.4 ms. What the
+    broker's routing does cost every copy the client path measures apart from that work, as
+    its first copy's lateness against a one-queue message (``ClientPath.fan_delay``, revision
+    8: 0.05 ms a queue on RabbitMQ, 0.025 ms on ActiveMQ)."""
+    cp = profile.client_path
+    if simulator and cp is not None and _cpu_measured(cp):
+        return cp.fan_delay or 0.0
     return profile.routing.per_destination
 
 

@@ -29,7 +29,9 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   own consumers — enough, at utilisation 0.6, to raise its predicted mean latency by ~10 %.
 - in the low phase a fan-out of one producer to five queues whose consumers share the process:
   the median gap between the handler starts of one message's copies is ``copy_gap``
-  (``path_scenario.FAN``), the work a delivery costs its process before its handler;
+  (``path_scenario.FAN``), the work a delivery costs its process before its handler, and how
+  much later its first copy starts than a one-queue message's is ``fan_delay``
+  (`testbed.calibration.fan_out`);
 - in the mid and high phases one prefetch-1 consumer at the same utilisation: its gaps from an
   ack to the start of a message already waiting at the broker are the *turnaround* table
   (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead;
@@ -66,7 +68,6 @@ __all__ = [
     "PHASES",
     "CpuMeter",
     "calibration_scenario",
-    "copy_gap",
     "delivery_idle_points",
     "measure_client_path",
     "tables_from_records",
@@ -87,6 +88,7 @@ import yaml
 
 from testbed.calibration.confirm_path import MIN_SAMPLE, confirm_points, read_sends
 from testbed.calibration.consumer_idle import consumer_idle, idle_points, normalised
+from testbed.calibration.fan_out import copy_gap, fan_delay
 from testbed.calibration.path_scenario import (
     CHAINS,
     CONFIRMED_TRANSIENT,
@@ -248,23 +250,6 @@ def turnaround_points(
     return points, fits
 
 
-def copy_gap(deliveries: pd.DataFrame) -> float | None:
-    """Median gap (s) between the handler starts of consecutive copies of one message of the
-    fan-out stream (`path_scenario.FAN`); None with fewer than ``MIN_SAMPLE`` gaps."""
-    d = deliveries[
-        (deliveries.outcome == "acked")
-        & deliveries.queue.astype(str).str.startswith(f"mqbed-cal-{FAN}-")
-        & (deliveries.attempt == 1 if "attempt" in deliveries else True)
-    ]
-    if d.empty:
-        return None
-    starts = d.sort_values(["msg_id", "t_deliver"])
-    gaps = starts.groupby("msg_id").t_deliver.diff().dropna().to_numpy(dtype=float)
-    if len(gaps) < MIN_SAMPLE:
-        return None
-    return round(float(np.median(np.maximum(gaps, 0.0))), 7)
-
-
 Replicate = Callable[[Path, Path], pd.DataFrame]
 """Runs a scenario file into a run directory and returns its merged measured deliveries."""
 
@@ -309,7 +294,7 @@ def measure_client_path(
     foreign, deliveries, load, usage, sends = best
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
-    wake = wake_points(deliveries)
+    wake = wake_points(deliveries, scale)
     idle = delivery_idle_points(deliveries, scale, wake)
     paths, holds, fits = tables_from_records(deliveries, scale, idle, wake)
     turns, fit_t = turnaround_points(deliveries, scale)
@@ -323,6 +308,7 @@ def measure_client_path(
         confirm=confirms,
         turnaround=turns,
         copy_gap=copy_gap(deliveries),
+        fan_delay=fan_delay(deliveries, scale),
         wake=wake,
         consumer_idle=idle,
         fit=fits + fit_t + fit_c,

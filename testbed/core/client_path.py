@@ -21,6 +21,8 @@ library as a real run, and keeps from its records two empirical distributions pe
   back — the part of the delivery path a message still has ahead after waiting at the broker.
 - ``copy_gap``: the gap between the handler starts of a fanned-out message's copies whose
   consumers share one process: the work a delivery costs its process before its handler.
+- ``fan_delay``: how much later the copies of a fanned-out message start than a message to one
+  queue, per extra queue (the broker's routing to each of them).
 - ``wake``: how much longer a message takes when the machine was idle before it was published
   (no publish and no handler ending for that long): the delivery tables are measured on a
   machine that is never idle for more than a few milliseconds.
@@ -64,7 +66,7 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 7
+PROTOCOL = 8
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
@@ -82,7 +84,9 @@ earlier one is measured again by the next run (`ClientPath.missing`):
    copies (``copy_gap``);
 6. the wake-up of an idle machine (``wake``): a sparse stream after the load phases;
 7. the delivery to a consumer by its own idle time (``consumer_idle``), the delivery tables
-   stored for a cold consumer (`testbed.core.consumer_idle`)."""
+   stored for a cold consumer (`testbed.core.consumer_idle`);
+8. the delay of a fanned-out message's copies per extra queue (``fan_delay``), and the machine's
+   idle time before a publish no longer cut short by a sibling copy's own publish instant."""
 
 WAKE_AWAKE = 0.01
 """Idle time (s) within which the machine counts as awake: the baseline of the ``wake`` points
@@ -194,6 +198,10 @@ class ClientPath(Strict):
     """Median gap (s) between the handler starts of consecutive copies of one fanned-out
     message whose consumers share a Locust process: the part of ``cpu.receive`` done before a
     handler starts (None: not measured; all of it is booked there)."""
+    fan_delay: float | None = Field(None, ge=0)
+    """How much later (s) every copy of a message routed to n queues starts than a message to
+    one queue, per extra queue: the simulator's per-destination cost (None: not measured; none
+    is added, `emulator.sim.costs`)."""
     wake: list[WakePoint] = Field(default_factory=list)
     """The wake-up of an idle machine, by idle time (increasing; empty: not measured, no
     wake-up is added)."""
@@ -259,7 +267,8 @@ class ClientPath(Strict):
                     "level, STOMP without Nagle's delay, the client CPU split by where it "
                     "is spent, confirmed deliveries, follow-ups, the turnaround of a "
                     "prefetch-1 consumer, the gap between fanned-out copies, the wake-up of an "
-                    "idle machine, the delivery by the consumer's idle time)")  # fmt: skip
+                    "idle machine, the delivery by the consumer's idle time, the delay of a "
+                    "fanned-out message per extra queue)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:

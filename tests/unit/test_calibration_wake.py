@@ -17,7 +17,7 @@ from testbed.calibration.path_scenario import (
     calibration_scenario,
     phase_of,
 )
-from testbed.calibration.wake import MIN_BIN, awake, idle_before, wake_points
+from testbed.calibration.wake import MIN_BIN, awake, awake_level, idle_before, wake_points
 from testbed.core.client_path import WAKE_AWAKE
 from testbed.core.scenario_loader import parse_scenario
 
@@ -122,3 +122,25 @@ def test_the_sparse_stream_runs_alone_after_the_load_phases() -> None:
     assert float(s.duration) >= IDLE_STOP * 2
     t = pd.Series(np.linspace(IDLE_START * 2, IDLE_STOP * 2, 50))
     assert phase_of(t, 2.0).isna().all()
+
+
+def test_the_wake_up_is_measured_above_the_level_of_the_tables_it_is_added_to() -> None:
+    """The base is the load phases' small stream published while the machine was awake to a
+    cold consumer (0.6 ms here), not the sparse stream's few awake deliveries (0.5 ms): the
+    simulator adds the wake-up to tables at the first level."""
+    sparse = _sparse(np.random.default_rng(4), 2000, _step)
+    low = PHASES[0]
+    rows = []
+    for t in np.arange(low.start + 1.1, low.stop - 0.1, 0.05):  # cold: 50 ms apart
+        rows.append(("mqbed-cal-small", "s", t + 0.0006, 0.0006, t + 0.0006))
+    for t in np.arange(low.start + 1.0, low.stop, 0.002):  # the machine awake
+        rows.append(("mqbed-cal-persistent", "p", t + 0.0004, 0.0004, t + 0.0004))
+    loaded = pd.DataFrame(rows, columns=["queue", "consumer", "t_deliver", "latency_s", "t_done"])
+    d = pd.concat([loaded.assign(outcome="acked"), sparse], ignore_index=True)
+    assert awake_level(d) == pytest.approx(0.0006)
+    points = wake_points(d)
+    assert points and all(p.n >= MIN_BIN for p in points)
+    for p in points:
+        assert p.extra == pytest.approx(max(_step(p.idle) - 0.0001, 0.0), abs=0.00003), p
+    assert awake_level(sparse) is None  # no load phase: the sparse stream's own awake base
+    assert [p.extra for p in wake_points(sparse)] != [p.extra for p in points]

@@ -16,7 +16,6 @@ from testbed.calibration.client_path import (
     HOLD_UTILISATION,
     PHASES,
     calibration_scenario,
-    copy_gap,
     tables_from_records,
     turnaround_points,
 )
@@ -154,6 +153,7 @@ def test_the_shipped_profiles_are_of_the_current_calibration() -> None:
         assert {p.rate for p in cp.confirm} == {ph.total for ph in PHASES}, (kind, client)
         assert {p.rate for p in cp.turnaround} == {ph.total for ph in PHASES if ph.turn}
         assert cp.copy_gap is not None and 0 < cp.copy_gap < 0.002, (kind, client)
+        assert cp.fan_delay is not None and 0 <= cp.fan_delay < 0.001, (kind, client)
         assert cp.wake and all(0 <= p.extra < 0.005 for p in cp.wake), (kind, client)
         idle_rates = {p.rate for p in cp.consumer_idle}
         assert idle_rates and idle_rates <= {ph.total for ph in PHASES}, (kind, client)
@@ -454,25 +454,6 @@ def test_the_turnaround_consumer_takes_one_message_at_a_time_at_utilisation_0_6(
         assert ph.turn * (HOLD_SERVICE + 0.001) == pytest.approx(HOLD_UTILISATION, abs=0.02)
         (p,) = [p for p in s.producers if p.queue == f"mqbed-cal-{ph.turn_queue}"]
         assert p.arrival.rate == pytest.approx(ph.turn)
-
-
-def test_the_copy_gap_is_the_median_gap_between_the_starts_of_one_messages_copies() -> None:
-    rng = np.random.default_rng(8)
-    low = next(ph for ph in PHASES if ph.name == "low")
-    rows = []
-    for i, t in enumerate(np.linspace(low.start + 1.1, low.stop - 0.1, 60)):
-        start = t + 0.001
-        for k in rng.permutation(FAN_WIDTH):  # copies start one after another, queue order free
-            rows.append((f"mqbed-cal-{FAN}-{k}", f"c{k}", f"m{i}", start, start - t, None, start))
-            start += 0.0001 + rng.uniform(0.0, 0.00004)
-        rows.append(("mqbed-cal-small", "s", f"s{i}", t + 0.002, 0.002, None, t + 0.002))
-    cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
-    d = pd.DataFrame(rows, columns=cols)
-    d["outcome"] = "acked"
-    assert copy_gap(d) == pytest.approx(0.00012, abs=5e-6)
-    assert copy_gap(d[d.msg_id.isin(["m0", "m1"])]) is None  # 8 gaps: too few
-    paths, _, _ = tables_from_records(d)  # the fan-out's copies are no delivery point
-    assert [p.table.floor for p in paths] == [pytest.approx(0.002)]
 
 
 def test_the_fan_out_stream_shares_one_process_and_sleeps_through_its_burst() -> None:

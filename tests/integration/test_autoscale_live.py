@@ -64,7 +64,7 @@ def test_scale_up_drain_scale_down_loses_nothing(
     assert ups, [d for _, d in scale]
     t_up, up = ups[0]
     assert up["desired"] > up["current"] == 1
-    assert up["metric"] == "queue_length" and up["value"] > 50 * 1.1
+    assert up["metric"] == "queue_length" and up["value"] - 50 > 0.1 * 50  # beyond tolerance
     assert {"ready", "unacked", "publish_rate", "ack_rate", "target_value"} <= set(up)
     # how far the first decision scales depends on how long the queue had to build (a busy
     # machine samples it earlier or later), so every scale-up is checked, not only the first

@@ -402,5 +402,10 @@ def test_hpa_desired() -> None:
     assert analytic.hpa_desired(0, 5.0, 100.0) == 1  # KEDA activation
     assert analytic.hpa_desired(0, 0.0, 100.0) == 0
     assert analytic.hpa_desired(5, 120.0, 100.0, tolerance=0.25) == 5
+    # exactly at the tolerance's edge nothing changes (55 / 50 - 1 rounds above 0.1 as a float)
+    assert analytic.hpa_desired(1, 55.0, 50.0) == 1
+    assert analytic.hpa_desired(1, 45.0, 50.0) == 1
+    assert analytic.hpa_desired(1, 55.01, 50.0) == 2
+    assert analytic.hpa_desired(10, 110.0, 100.0) == 10
     with pytest.raises(ValueError, match="got -1"):
         analytic.hpa_desired(-1, 1.0, 1.0)

@@ -45,7 +45,9 @@ def hpa_desired(current: int, metric: float, target: float, tolerance: float = 0
     tolerance = finite_non_negative("tolerance", tolerance)
     if current == 0:
         return 1 if metric > 0 else 0
-    ratio = metric / target
-    if abs(ratio - 1.0) <= tolerance:
+    # |metric - target| <= tolerance x target is |ratio - 1| <= tolerance without the division's
+    # rounding: 55 / 50 - 1 is 0.10000000000000009 in floating point, and a queue of exactly
+    # 10 % over its target scaled up where the rule says it stays
+    if abs(metric - target) <= tolerance * target:
         return current
-    return _ceil(current * ratio)
+    return _ceil(current * metric / target)

@@ -22,7 +22,7 @@ system:
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { rm -f $(VENV); $(PYTHON) -m venv $(VENV); }  # rm -f: a stray link, never a directory
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	@touch $@

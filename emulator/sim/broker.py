@@ -159,10 +159,10 @@ class Broker:
         if not queues:
             self._unroutable(sender, m, notify)
             return
-        many = len(queues) > 1
-        if many:
+        fanned = len(queues) > 1
+        if fanned:
             queues = self._arrival_order(queues)
-            many = self.couple_copies
+        many = fanned and self.couple_copies
         if many or w > 0.0:
             self.coupled[m] = [self._u() if many else -1.0, float(len(queues)), w]
         self._route(sender, m, queues, notify, persistent)

@@ -260,7 +260,7 @@ def _per_destination(profile: Profile, simulator: bool) -> float:
     2.47 ms, measured 0.72 ms; without it 0.59 ms, and every rank within 0.4 ms. What the
     broker's routing does cost every copy the client path measures apart from that work, as
     its first copy's lateness against a one-queue message (``ClientPath.fan_delay``, revision
-    8: 0.05 ms a queue on RabbitMQ, 0.025 ms on ActiveMQ)."""
+    8: 0.02-0.055 ms a queue between calibrations of one machine, a noisy figure)."""
     cp = profile.client_path
     if simulator and cp is not None and _cpu_measured(cp):
         return cp.fan_delay or 0.0

@@ -44,7 +44,7 @@ from testbed.observe.timeseries import TimeseriesSampler
 from testbed.workload.config import T0_PENDING, WorkerConfig, ready_marker
 from testbed.workload.launcher import EXPECT_WORKERS_WAIT, LocustLauncher
 from testbed.workload.scaling import CONTROL_KEY, user_count
-from testbed.workload.topology import all_queue_names
+from testbed.workload.topology import all_queue_names, parked_queue_names
 
 if TYPE_CHECKING:
     from testbed.control.autoscaler import LiveAutoscaler
@@ -329,9 +329,10 @@ def _phase(t: float, scenario: Scenario) -> str:
 
 def _drain_loop(scenario: Scenario, parts: _Parts, console: Console) -> None:
     """Record the phases, show the progress line, and return once the drain is over: two
-    successive polls after the load find the broker up and every queue empty, or the drain
-    times out, or Locust died."""
+    successive polls after the load find the broker up and every queue empty (but a dead-letter
+    queue nobody reads, `parked_queue_names`), or the drain times out, or Locust died."""
     control, clock, sampler, locust = parts.control, parts.clock, parts.sampler, parts.locust
+    parked = parked_queue_names(scenario)
     if scenario.warmup > 0:
         control.event(0.0, "phase", "run", {"phase": "warmup", "until": scenario.warmup})
     control.event(scenario.warmup, "phase", "run", {"phase": "load"})
@@ -349,7 +350,8 @@ def _drain_loop(scenario: Scenario, parts: _Parts, console: Console) -> None:
             if phase != "drain" or latest.polls == last_poll:
                 continue
             last_poll = latest.polls
-            if latest.t > scenario.duration + 0.5 and latest.broker_up and latest.depth == 0:
+            depth = sum(n for q, n in latest.per_queue.items() if q not in parked)
+            if latest.t > scenario.duration + 0.5 and latest.broker_up and depth == 0:
                 empty_polls += 1
                 if empty_polls >= 2:
                     break

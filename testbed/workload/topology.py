@@ -109,6 +109,15 @@ def all_queue_names(scenario: Scenario) -> list[str]:
     return names
 
 
+def parked_queue_names(scenario: Scenario) -> set[str]:
+    """Dead-letter queues that no consumer of the scenario reads: what reaches them stays there
+    for the user to inspect, so a drain that waits for them to empty only waits out its timeout
+    (the simulator counts a dead-lettered copy as finished too)."""
+    read = {c.queue for c in scenario.consumers}
+    dlqs = {dead_letter_queue_of(scenario, q.name) for q in scenario.topology.queues}
+    return {q for q in dlqs if q is not None and q not in read}
+
+
 def purgeable_queue_names(scenario: Scenario) -> list[str]:
     """Queues the run declares before it starts (purged of an earlier run's leftovers): all but
     the transient ones, which live with their consumers' connections."""

@@ -13,6 +13,7 @@ from testbed.core.visibility import (
     dead_letters,
     delay_queue_of,
 )
+from testbed.workload.topology import parked_queue_names
 
 
 def test_lease_expires_after_timeout_and_redelivers() -> None:
@@ -80,6 +81,19 @@ def test_visibility_rules_shared_by_live_and_simulated_consumers() -> None:
     assert dead_letter_queue_of(s, "named") == "graveyard"
     assert dead_letter_queue_of(s, "plain") is None
     assert delay_queue_of("jobs") == "jobs.vt-delay" and "jobs.vt-delay".endswith(DELAY_SUFFIX)
+
+
+def test_a_drain_does_not_wait_for_dead_letters_nobody_reads() -> None:
+    """A live drain ends when every queue is empty but these: a dead-lettered message stays
+    where it went (the run used to wait out its whole drain timeout after any dead letter)."""
+    s, _ = parse_scenario(VT_QUEUES)
+    assert s is not None
+    assert parked_queue_names(s) == {"jobs.dlq", "graveyard"}
+    read = VT_QUEUES.replace("- {name: plain}", "- {name: plain}\n    - {name: graveyard}")
+    read += "  - {name: g, queue: graveyard, service_time: {kind: deterministic, value: 1ms}}\n"
+    s, issues = parse_scenario(read)
+    assert s is not None, [str(i) for i in issues]
+    assert parked_queue_names(s) == {"jobs.dlq"}  # a consumer empties it: the drain waits
 
 
 VT_QUEUES = """

@@ -193,7 +193,7 @@ def memory_flat(quick: bool) -> None:
 def peers(quick: bool) -> None:
     from tests.bench.peers import QueueModel, agree, compare
 
-    horizon, reps = (60.0, 4) if quick else (300.0, 8)
+    horizon, reps = (30.0, 4) if quick else (300.0, 8)
     print(f"5. peers on the same model ({reps} replications of {horizon:.0f} s each):")
     print(
         f"   {'model':<26} {'engine':<6} {'mean sojourn ms [95% CI]':>32} {'msg/s':>9} {'÷ SimPy':>8}"
@@ -234,7 +234,7 @@ def main() -> None:
         child_hour(args.child_hour)
         return
 
-    rate, n = throughput(2e5)
+    rate, n = throughput(5e4 if args.quick else 2e5)  # --quick: the machinery, not the figure
     print(
         f"1. throughput (event loop, one core, {n:,} messages, best of 3): "
         f"{rate:,.0f} simulated msg/s   (target ≥ 50,000)"

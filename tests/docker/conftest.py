@@ -169,6 +169,9 @@ def rabbitmq(docker_backend: DockerBackend) -> BrokerEndpoint:
 @pytest.fixture(scope="session")
 def activemq(docker_backend: DockerBackend) -> BrokerEndpoint:
     (endpoint,) = start_or_fail(docker_backend, ["activemq"], label="docker", detach=False)  # type: ignore[arg-type]
+    # the container path of the JIT warm-up (tests that only kill or pause a broker skip it)
+    warmed = docker_backend.warmed.get(endpoint.name)
+    assert warmed is not None and warmed.received == warmed.sent > 0, docker_backend.warmed
     return endpoint
 
 

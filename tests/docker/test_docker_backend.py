@@ -95,7 +95,7 @@ def test_down_from_another_object_removes_every_container(
     fresh_backend: Callable[[str], DockerBackend],
 ) -> None:
     first = fresh_backend("a")
-    (ep,) = start_or_fail(first, ["activemq"], label="down", detach=True)  # type: ignore[arg-type]
+    (ep,) = start_or_fail(first, ["activemq"], label="down", detach=True, warm=False)  # type: ignore[arg-type]
     container_id = first.container(ep.name).id
     assert first.up(["activemq"], detach=True)[0].port == ep.port  # reused, not restarted
     other = DockerBackend(first.home, first.docker_host)  # knows only the state file
@@ -151,7 +151,7 @@ def test_pause_stalls_the_broker_and_resume_lets_it_finish(
     kind: str, fresh_backend: Callable[[str], DockerBackend]
 ) -> None:
     backend = fresh_backend(f"pause-{kind}")
-    (ep,) = start_or_fail(backend, [kind], label=f"pause {kind}", detach=False)  # type: ignore[arg-type, list-item]
+    (ep,) = start_or_fail(backend, [kind], label=f"pause {kind}", detach=False, warm=False)  # type: ignore[arg-type, list-item]
     adapter = _connect(ep)
     try:
         adapter.declare([QueueDecl("pause.q")])
@@ -199,7 +199,7 @@ def test_kill_is_a_crash_and_restart_keeps_every_confirmed_persistent_message(
     kind: str, fresh_backend: Callable[[str], DockerBackend]
 ) -> None:
     backend = fresh_backend(f"kill-{kind}")
-    (ep,) = start_or_fail(backend, [kind], label=f"kill {kind}", detach=False)  # type: ignore[arg-type, list-item]
+    (ep,) = start_or_fail(backend, [kind], label=f"kill {kind}", detach=False, warm=False)  # type: ignore[arg-type, list-item]
     adapter = _connect(ep)
     ids = [f"k{i}" for i in range(20)]
     try:

@@ -289,7 +289,7 @@ def test_fault_runner_stop_heals_everything_mid_fault(
 ) -> None:
     backend = fresh_backend("rollback")
     rabbit_ep, amq_ep = start_or_fail(
-        backend, ["rabbitmq", "activemq"], label="rollback", detach=False
+        backend, ["rabbitmq", "activemq"], label="rollback", detach=False, warm=False
     )
     brokers = LocalBrokerFaults(backend)
     with pytest.raises(UnsupportedFault, match="not supported on activemq"):

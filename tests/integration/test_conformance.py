@@ -317,7 +317,7 @@ def test_persistent_messages_survive_restart_transient_do_not(
 ) -> None:
     kind, _ = FLAVOURS[flavour]
     backend = fresh_backend(flavour)
-    (ep,) = start_or_fail(backend, [kind], label=f"restart {flavour}", detach=False)
+    (ep,) = start_or_fail(backend, [kind], label=f"restart {flavour}", detach=False, warm=False)
     q, probe = "durable.q", "probe.q"
     a = make(ep)
     a.declare([QueueDecl(q, durable=True), QueueDecl(probe, durable=True)])

@@ -282,7 +282,9 @@ def test_restart_keeps_durable_queue_and_persistent_message(
     fresh_backend: Callable[[str], LocalBackend],
 ) -> None:
     backend = fresh_backend("restart")
-    rmq, amq = start_or_fail(backend, ["rabbitmq", "activemq"], label="restart", detach=False)
+    rmq, amq = start_or_fail(
+        backend, ["rabbitmq", "activemq"], label="restart", detach=False, warm=False
+    )  # a restart is never warmed up, nor does this test time anything
     queue, body = "mqbed.durable.test", "survives-restart"
 
     creds = pika.PlainCredentials(rmq.username, rmq.password)
@@ -357,7 +359,7 @@ def _spawn_owner(home: Path, kinds: list[str]) -> tuple[subprocess.Popen[str], l
     script = (
         "import json, sys, time\n"
         "from testbed.backends.local import LocalBackend\n"
-        "eps = LocalBackend(sys.argv[1]).up(sys.argv[2].split(','), detach=False)\n"
+        "eps = LocalBackend(sys.argv[1]).up(sys.argv[2].split(','), detach=False, warm=False)\n"
         "print(json.dumps([e.to_json() for e in eps]), flush=True)\n"
         "time.sleep(600)\n"
     )

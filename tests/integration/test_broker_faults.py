@@ -222,7 +222,9 @@ def test_fault_runner_records_starts_and_ends_on_time(
 ) -> None:
     backend, ep = rabbit(fresh_backend, "runner")
     recorder = Recorder(tmp_path / "measured", worker="faults", replication=0)
-    clock = RunClock(time.time_ns() + 3_000_000_000)  # t=0 in 3 s: time to read alarm settings
+    # t=0 in 6 s: time to read the alarm settings first (`prepare`: two rabbitmqctl evals, 1-2 s
+    # each on a quiet machine; with 3 s the alarm started 1.1 s late in a loaded make test)
+    clock = RunClock(time.time_ns() + 6_000_000_000)
     faults = [
         fault(kind="broker_pause", at=0.5, duration=1.0),
         fault(kind="latency", at=1.0, duration=1.0, side="consumers", latency="50ms"),
@@ -245,7 +247,7 @@ def test_fault_runner_records_starts_and_ends_on_time(
             seed=1,
             stop_at=30.0,
         ).start()
-        assert wait_until(lambda: clock.now() >= 1.5, 10)
+        assert wait_until(lambda: clock.now() >= 1.5, 15)
         assert [t["name"] for t in proxy.toxics("consumers-rabbitmq0")] == [
             "latency_upstream_f1",
             "latency_downstream_f1",

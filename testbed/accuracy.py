@@ -380,7 +380,9 @@ def _write(doc: dict[str, Any], out_md: Path, only: list[str] | None, quick: boo
             fresh = {c["case"]: c for c in doc["cases"]}
             merged = [fresh.pop(c["case"], c) for c in old.get("cases", [])]
             # the header names the newest command; each case keeps the command that ran it
-            doc = {**old, **doc, "cases": merged + list(fresh.values())}
+            cases = merged + list(fresh.values())
+            # interrupted or not is this run's state, never an earlier run's
+            doc = {**old, **doc, "cases": cases, "interrupted": bool(doc.get("interrupted"))}
     doc["totals"] = totals(doc["cases"])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")

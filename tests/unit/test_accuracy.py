@@ -136,7 +136,7 @@ def test_a_partial_rerun_keeps_other_cases_and_names_its_own_command(tmp_path: P
     first = {"command": "mqbed bench A", "date": "d1", "host": {}, "replications": 3,
              "quick": False, "cases": [{"case": "x", "command": "mqbed bench A", "scenario": "s.yaml", "rows": [], "wall_s": 1.0},
                                        {"case": "y", "command": "mqbed bench A", "scenario": "s.yaml", "rows": [], "wall_s": 1.0}]}  # fmt: skip
-    _write(first, out, None, False)
+    _write({**first, "interrupted": True}, out, None, False)  # Ctrl-C in the first run
     second = {**first, "command": "mqbed bench B", "date": "d2",
               "cases": [{"case": "y", "command": "mqbed bench B", "scenario": "s.yaml", "rows": [], "wall_s": 1.0}]}  # fmt: skip
     _write(second, out, ["y"], False)
@@ -145,6 +145,8 @@ def test_a_partial_rerun_keeps_other_cases_and_names_its_own_command(tmp_path: P
     assert [(c["case"], c["command"]) for c in doc["cases"]] == [
         ("x", "mqbed bench A"), ("y", "mqbed bench B")]  # fmt: skip
     assert "mqbed bench B" in out.read_text()
+    # the second run finished: the merged document is not titled "interrupted" any more
+    assert doc["interrupted"] is False and "interrupted" not in out.read_text().splitlines()[0]
 
 
 def test_every_case_is_a_valid_scenario_on_its_broker() -> None:

@@ -185,6 +185,8 @@ def _profile_text(p: dict[str, Any]) -> str:
     name = Path(shown).name if not str(shown).startswith(("deploy", "runs")) else shown
     cp = p.get("client_path") or {}
     measured = f", client path ({cp.get('client')}) measured {cp.get('date')}" if cp else ""
+    if len(p.get("pooled") or ()) > 1:
+        measured += f", pooled with {len(p['pooled']) - 1} earlier calibration(s) of the machine"
     if p.get("calibration_busy"):
         cores = p.get("foreign_cores")
         load = "unknown" if cores is None else f"{cores:.2f} cores"

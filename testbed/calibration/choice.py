@@ -6,7 +6,8 @@
 - ``fresh``: as ``auto``, but the client path is measured again now, on the run's broker, and
   cached: a machine of this class changes speed by ±25 % within minutes (the client operations'
   CPU cost measured 45 % apart three hours apart on one machine), and a prediction is only as
-  current as its profile;
+  current as its profile; pooled with the machine's recent fresh calibrations
+  (:mod:`testbed.calibration.pooling`), since one calibration is one draw of that speed;
 - ``cached``: the cached profile if there is one, else the shipped profile (never measures);
 - ``shipped``: the profile shipped in ``deploy/calibration/``.
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from testbed.calibration import pooling
 from testbed.calibration.client_path import Replicate, measure_client_path
 from testbed.core.client_path import ClientPath
 from testbed.core.profile import Profile, default_profile, load_profile, shipped_profile_path
@@ -47,6 +48,7 @@ class ProfileChoice:
                 broker_version=p.broker_version,
                 calibration_busy=p.taken_busy,
                 foreign_cores=p.foreign_cores,
+                pooled=list(p.pooled),
             )
         else:
             out.update(measured_on=self.profile.host, measured_at=self.profile.date)
@@ -168,6 +170,21 @@ def _keep_old(new: ClientPath, old: ClientPath, lacking: bool, fresh: bool) -> b
     return not _quieter(new, old)
 
 
+def _pooled(
+    path: Path, cp: ClientPath, old: ClientPath | None, progress: Callable[[str], None]
+) -> ClientPath:
+    """A fresh measurement pooled with the machine's recent ones (`testbed.calibration.
+    pooling`); a cached profile from before pooling existed counts as the first draw."""
+    first = old is not None and not old.provenance.pooled and not old.provenance.taken_busy
+    if first and not pooling.has_draws(path):
+        pooling.record_draw(path, old)  # type: ignore[arg-type]
+    pooled = pooling.pooled_with_recent(path, cp)
+    if len(pooled.provenance.pooled) > 1:
+        progress(f"pooled with {len(pooled.provenance.pooled) - 1} recent calibration(s) of "
+                 f"this machine ({', '.join(pooled.provenance.pooled[:-1])})")  # fmt: skip
+    return pooled
+
+
 def machine_profile(
     home: Path,
     *,
@@ -185,7 +202,8 @@ def machine_profile(
     the quieter of the two kept: a busy calibration is not this machine's profile for good. One
     that lacks a measurement a current calibration makes (`ClientPath.missing`) is measured
     again. ``fresh``: the client path is measured again whatever the cache holds, and the new
-    measurement kept unless it was taken busy where the cached one was not."""
+    measurement kept unless it was taken busy where the cached one was not — pooled with the
+    machine's recent calibrations (`testbed.calibration.pooling`): one is one draw."""
     found = cached_profile(home, kind, client, version)
     old = found.profile.client_path if found is not None else None
     lacks = old.missing() if old is not None else None
@@ -215,12 +233,14 @@ def machine_profile(
     if found is not None and old is not None and _keep_old(cp, old, lacks is not None, fresh):
         progress("the machine is still busy; keeping the quieter cached measurement")
         return found
+    path = cache_path(home, kind, version, client)
+    if fresh and not cp.provenance.busy:
+        cp = _pooled(path, cp, old, progress)
     if cp.provenance.busy:
         progress(f"warning: other work kept the machine busy while calibrating "
                  f"({_cores(cp.provenance.foreign_cores)}): the prediction carries that load; "
                  "the next run measures again")  # fmt: skip
     profile = base.model_copy(update={"client_path": cp})
-    path = cache_path(home, kind, version, client)
     write_profile(
         profile,
         path,

@@ -174,6 +174,9 @@ class Provenance(Strict):
     """Cores other work used on average during the kept attempt (None: not recorded)."""
     busy: bool = False
     """Every attempt was busy: the tables carry foreign load (a run measures them again)."""
+    pooled: list[str] = Field(default_factory=list)
+    """Dates of the calibrations whose tables were pooled into this one, the newest (this
+    one's own) last (`testbed.calibration.pooling`); empty: one calibration's own."""
 
     @property
     def taken_busy(self) -> bool:

@@ -105,6 +105,8 @@ def test_a_busy_first_calibration_warns_and_the_document_says_so(
     assert described["calibration_busy"] is True and described["foreign_cores"] == 1.65
     text = _profile_text({**described, "client_path": {"client": "pika", "date": "d"}})
     assert "while other work kept the machine busy (1.65 cores)" in text
+    pooled = _profile_text({**described, "pooled": ["d0", "d1", "d2"]})
+    assert "pooled with 2 earlier calibration(s) of the machine" in pooled
 
 
 def test_a_cached_profile_without_the_cpu_per_operation_is_measured_again(

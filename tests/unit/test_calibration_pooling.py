@@ -1,0 +1,105 @@
+"""Pooling the machine's recent calibrations (`testbed.calibration.pooling`): one slow draw is
+voted out, only comparable recent draws pool, and ``--calibration fresh`` pools what it
+measures with what this machine measured before."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import testbed.calibration.machine as machine
+from testbed.calibration import pooling
+from testbed.calibration.machine import cache_path, machine_profile, write_profile
+from testbed.core.client_path import ClientPath
+from testbed.core.profile import default_profile, load_profile
+from testbed.core.quantiles import QuantileTable
+
+
+def _draw(scale: float, minutes_ago: float, **prov: Any) -> ClientPath:
+    """The shipped pika client path with every delivery table scaled by `scale`, measured
+    `minutes_ago` on host "here"."""
+    cp = default_profile("rabbitmq", "pika").client_path
+    assert cp is not None
+    when = (datetime.now(UTC) - timedelta(minutes=minutes_ago)).isoformat(timespec="seconds")
+    points = [
+        p.model_copy(update={"table": QuantileTable(n=p.table.n, q=[x * scale for x in p.table.q])})
+        for p in cp.delivery
+    ]
+    update = {"date": when, "hostname": "here", "busy": False, "foreign_cores": 0.01, **prov}
+    return cp.model_copy(
+        update={
+            "delivery": points,
+            "cpu_per_op": 1e-4 * scale,
+            "provenance": cp.provenance.model_copy(update=update),
+        }  # fmt: skip
+    )
+
+
+def test_one_slow_draw_of_three_is_voted_out() -> None:
+    calm_a, slow, calm_b = _draw(1.0, 30), _draw(1.6, 20), _draw(1.1, 10)
+    pooled = pooling.pool_client_paths([calm_a, slow, calm_b])
+    for mine, a, b in zip(pooled.delivery, calm_a.delivery, calm_b.delivery, strict=True):
+        # the median of 1.0x, 1.6x and 1.1x at every quantile is the 1.1x draw's
+        assert mine.table.q == pytest.approx(b.table.q) and mine.table.n == 3 * a.table.n
+        QuantileTable.model_validate(mine.table.model_dump())  # still a valid table
+    assert pooled.cpu_per_op == pytest.approx(1.1e-4)
+    # everything else is the newest draw's, and the provenance names the three dates
+    assert pooled.wake == calm_b.wake and pooled.provenance.date == calm_b.provenance.date
+    assert pooled.provenance.pooled == [d.provenance.date for d in (calm_a, slow, calm_b)]
+    # a mean would have kept a third of the slow draw's excess
+    mean = (1.0 + 1.6 + 1.1) / 3
+    assert pooled.delivery[0].table.q[10] < mean * calm_a.delivery[0].table.q[10]
+
+
+def test_a_point_pools_only_with_the_same_point() -> None:
+    old, new = _draw(1.0, 20), _draw(2.0, 5)
+    new = new.model_copy(update={"delivery": new.delivery[:-1]})  # one point it lacks
+    pooled = pooling.pool_client_paths([old, new])
+    assert len(pooled.delivery) == len(new.delivery)  # the older draw adds no point
+    first = pooled.delivery[0].table.q
+    assert first == pytest.approx([1.5 * x for x in old.delivery[0].table.q])
+
+
+def test_only_recent_comparable_quiet_draws_pool(tmp_path: Path) -> None:
+    cache = tmp_path / "here-rabbitmq-3.10.8-pika.yaml"
+    for cp in (
+        _draw(3.0, 60 * 7),  # older than the window
+        _draw(3.0, 50, broker_version="3.9.0"),  # another broker version
+        _draw(3.0, 40, busy=True),  # taken under foreign load
+        _draw(3.0, 30, hostname="elsewhere"),  # another machine
+        _draw(1.0, 20),
+        _draw(1.2, 10),
+    ):
+        pooling.record_draw(cache, cp)
+    (cache.with_name(cache.stem + ".draws") / "0-torn.yaml").write_text("delivery: [")
+    pooled = pooling.pooled_with_recent(cache, _draw(1.4, 0))
+    assert len(pooled.provenance.pooled) == pooling.POOL == 3
+    assert pooled.delivery[0].table.q == pytest.approx(_draw(1.2, 0).delivery[0].table.q)
+    # the new draw is kept as its own (not pooled) for the next calibration
+    assert len(list(cache.with_name(cache.stem + ".draws").glob("*.yaml"))) == 8
+
+
+def test_fresh_pools_with_the_machines_earlier_calibrations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached profile measured before pooling counts as the first draw; each fresh run
+    adds one, and at most `POOL` pool."""
+    path = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
+    base = default_profile("rabbitmq", "pika")
+    write_profile(base.model_copy(update={"client_path": _draw(1.0, 30)}), path)
+    lines: list[str] = []
+    for i, scale in enumerate((5.0, 1.2, 1.1)):
+        new = _draw(scale, 3 - i)
+        monkeypatch.setattr(machine, "measure_client_path", lambda *_, _n=new, **__: _n)
+        choice = machine_profile(tmp_path, kind="rabbitmq", client="pika", version="3.10.8",
+                                 replicate=None, progress=lines.append,  # type: ignore[arg-type]
+                                 fresh=True)  # fmt: skip
+        assert choice.origin == "calibrated"
+    kept = load_profile(path).client_path
+    assert kept is not None and len(kept.provenance.pooled) == 3
+    # the 5x draw is one of the three last, and the median of 5.0, 1.2 and 1.1 is 1.2
+    assert kept.delivery[0].table.q == pytest.approx(_draw(1.2, 0).delivery[0].table.q)
+    assert any(line.startswith("pooled with 2 recent calibration(s)") for line in lines), lines

@@ -175,9 +175,10 @@ def _pooled(
 ) -> ClientPath:
     """A fresh measurement pooled with the machine's recent ones (`testbed.calibration.
     pooling`); a cached profile from before pooling existed counts as the first draw."""
-    first = old is not None and not old.provenance.pooled and not old.provenance.taken_busy
-    if first and not pooling.has_draws(path):
-        pooling.record_draw(path, old)  # type: ignore[arg-type]
+    if old is not None and not (
+        old.provenance.pooled or old.provenance.taken_busy or pooling.has_draws(path)
+    ):
+        pooling.record_draw(path, old)
     pooled = pooling.pooled_with_recent(path, cp)
     if len(pooled.provenance.pooled) > 1:
         progress(f"pooled with {len(pooled.provenance.pooled) - 1} recent calibration(s) of "

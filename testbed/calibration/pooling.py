@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from testbed.core.atomic import atomic_write_text
 from testbed.core.client_path import ClientPath
 from testbed.core.quantiles import QuantileTable
 
@@ -83,8 +84,8 @@ def pool_client_paths(draws: Sequence[ClientPath]) -> ClientPath:
         update[name] = points
     for name in _SCALARS:
         update[name] = _median([getattr(d, name) for d in draws])
-    if newest.cpu is not None and all(d.cpu is not None for d in draws):
-        splits = [d.cpu for d in draws if d.cpu is not None]
+    splits = [d.cpu for d in draws if d.cpu is not None]
+    if newest.cpu is not None and len(splits) == len(draws):
         cpu = {k: statistics.median(getattr(c, k) for c in splits) for k in _CPU}
         update["cpu"] = newest.cpu.model_copy(update=cpu)
     pooled = [d.provenance.date for d in draws]
@@ -119,9 +120,7 @@ def record_draw(cache: Path, cp: ClientPath) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     path = folder / f"{stamp}.yaml"
     own = cp.model_copy(update={"provenance": cp.provenance.model_copy(update={"pooled": []})})
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(own.model_dump(mode="json"), sort_keys=False))
-    tmp.replace(path)
+    atomic_write_text(path, yaml.safe_dump(own.model_dump(mode="json"), sort_keys=False))
     return path
 
 
@@ -142,7 +141,7 @@ def _recent(cache: Path, new: ClientPath, now: datetime) -> list[ClientPath]:
             and p.hostname == q.hostname and not p.taken_busy
         ):  # fmt: skip
             found.append(cp)
-    return found[-(POOL - 1) :] if POOL > 1 else []
+    return found[-(POOL - 1) :]
 
 
 def pooled_with_recent(cache: Path, new: ClientPath) -> ClientPath:

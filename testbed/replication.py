@@ -116,6 +116,12 @@ def run_replication(spec: ReplicationSpec, console: Console) -> list[str]:
         _drain_loop(spec.scenario, parts, console)
     finally:
         errors = _stop_parts(parts)
+        if parts.locust.unfinished:
+            console.print(
+                f"external Locust workers {parts.locust.unfinished} had not written their last "
+                "records when the run stopped waiting for them: the ledger misses what they held",
+                markup=False,
+            )
     return errors
 
 

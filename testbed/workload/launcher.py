@@ -33,6 +33,7 @@ from pathlib import Path
 
 from testbed.backends.procs import ProcessRef, Spawner
 from testbed.exceptions import MqbedError
+from testbed.observe.process_cpu import DIRNAME as USAGE_DIRNAME
 from testbed.workload.config import ENV_VAR
 from testbed.workload.credentials import ENV_SECRETS
 
@@ -58,6 +59,9 @@ ENV_WEB_HOST = "MQBED_LOCUST_WEB_HOST"
 the container, so the port docker publishes on the host's 127.0.0.1 reaches it)."""
 EXPECT_WORKERS_WAIT = 60
 """Seconds the master waits for its external workers before giving up."""
+EXTERNAL_QUIT_FLOOR = 10.0
+"""Seconds `LocustLauncher.stop` waits at least for external workers to write their last
+records after the master has gone (their processes are not ours to wait on)."""
 MARKER = "locust"
 """What the command line of every Locust process contains (``python -m locust ...``)."""
 
@@ -138,6 +142,9 @@ class LocustLauncher:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.web_url: str | None = None
         self._logs: list[object] = []
+        self._usage_before: set[str] = set()
+        self.unfinished: list[int] = []
+        """External worker slots that had not written their last records when `stop` ended."""
 
     def _spawn(self, args: list[str], worker_index: int, log_name: str) -> None:
         log = open(self.out_dir / log_name, "ab")  # noqa: SIM115 - closed in stop()
@@ -153,6 +160,7 @@ class LocustLauncher:
 
     def start(self, prefix: str) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._usage_before = {p.name for p in self._usage_dir().glob("w*-*.json")}
         common = [
             "-u",
             str(self.users),
@@ -232,6 +240,24 @@ class LocustLauncher:
             },
         )
 
+    def _usage_dir(self) -> Path:
+        return self.out_dir.parent / USAGE_DIRNAME
+
+    def await_external_quit(self, deadline: float) -> list[int]:
+        """Wait (until the monotonic `deadline`) for each external worker to have quit: its last
+        act is its usage file (``measured/processes/w<slot>-<pid>.json``, written after its final
+        records). The master's exit does not say so: it tells the workers to quit and goes, and
+        a worker on a busy machine or in another container may still be writing its records,
+        which the run merges next. Returns the slots that never wrote one."""
+        slots = set(range(1, self.external_workers + 1))
+        while True:
+            new = {p.name for p in self._usage_dir().glob("w*-*.json")} - self._usage_before
+            done = {int(n[1:].split("-", 1)[0]) for n in new if n[1:].split("-", 1)[0].isdigit()}
+            missing = sorted(slots - done)
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            time.sleep(0.1)
+
     def alive(self) -> bool:
         return bool(self.procs) and self.procs[0].poll() is None
 
@@ -274,6 +300,9 @@ class LocustLauncher:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.external_workers:
+            floor = time.monotonic() + EXTERNAL_QUIT_FLOOR
+            self.unfinished = self.await_external_quit(max(deadline, floor))
         for log in self._logs:
             log.close()  # type: ignore[attr-defined]
         self._logs.clear()

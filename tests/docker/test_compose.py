@@ -230,7 +230,9 @@ def test_distributed_profile_scales_locust_workers(
         (run_dir,) = [p for p in runs.iterdir() if p.name.endswith("-distributed-compose")]
         measured = run_dir / "measured"
         ledger = json.loads((measured / "ledger.json").read_text())
-        assert ledger["lost"] == 0 and ledger["sent"] == ledger["delivered_unique"] > 0, ledger
+        assert ledger["lost"] == 0 and ledger["sent"] == ledger["delivered_unique"] > 0, (
+            f"{ledger}\n{run.stdout[-2000:]}\n{_locust_logs(runs)}"
+        )
         m = pq.read_table(measured / "messages.parquet").to_pandas()
         d = pq.read_table(measured / "deliveries.parquet").to_pandas()
         slots = set(m.msg_id.str.split(".").str[3]) | set(d.consumer.str.split(".").str[1])

@@ -116,12 +116,8 @@ def run_replication(spec: ReplicationSpec, console: Console) -> list[str]:
         _drain_loop(spec.scenario, parts, console)
     finally:
         errors = _stop_parts(parts)
-        if parts.locust.unfinished:
-            console.print(
-                f"external Locust workers {parts.locust.unfinished} had not written their last "
-                "records when the run stopped waiting for them: the ledger misses what they held",
-                markup=False,
-            )
+        if note := parts.locust.unfinished_note():
+            console.print(note, markup=False)
     return errors
 
 
@@ -194,10 +190,8 @@ def _start_parts(spec: ReplicationSpec) -> _Parts:
     )
 
 
-def _launcher(
-    spec: ReplicationSpec, config_path: Path, users: int, run_time: float
-) -> LocustLauncher:
-    return LocustLauncher(config_path, spec.measured / "locust", users, run_time,
+def _launcher(spec: ReplicationSpec, config: Path, users: int, run_time: float) -> LocustLauncher:
+    return LocustLauncher(config, spec.measured / "locust", users, run_time,
                           spec.workers, spec.ui,
                           external_workers=spec.external[0] if spec.external else 0,
                           rendezvous=spec.external[1] if spec.external else None,

@@ -258,6 +258,15 @@ class LocustLauncher:
                 return missing
             time.sleep(0.1)
 
+    def unfinished_note(self) -> str:
+        """What the run says when external workers never wrote their last records ('': all did)."""
+        if not self.unfinished:
+            return ""
+        return (
+            f"external Locust workers {self.unfinished} had not written their last records "
+            "when the run stopped waiting for them: the ledger misses what they held"
+        )
+
     def alive(self) -> bool:
         return bool(self.procs) and self.procs[0].poll() is None
 

@@ -53,3 +53,7 @@ def test_names_the_slots_that_never_quit(tmp_path: Path, monkeypatch: pytest.Mon
     t0 = time.monotonic()
     assert launcher.await_external_quit(time.monotonic() + 0.4) == [1]
     assert time.monotonic() - t0 >= 0.4
+    launcher.unfinished = [1]
+    assert "external Locust workers [1] had not written" in launcher.unfinished_note()
+    launcher.unfinished = []
+    assert launcher.unfinished_note() == ""

@@ -102,6 +102,7 @@ from testbed.calibration.path_scenario import (
     SMALL,
     TURN,
     WAITING_FOR,
+    at,
     calibration_scenario,
     phase_of,
 )
@@ -277,7 +278,7 @@ def measure_client_path(
             load = [os.getloadavg()[0]]
             meter = CpuMeter(broker_pids)
             progress(f"calibrating the client path ({kind}/{client}), attempt {attempt}: "
-                     f"~{IDLE_STOP * scale + 10:.0f} s")  # fmt: skip
+                     f"~{at(IDLE_STOP, scale) + 10:.0f} s")  # fmt: skip
             deliveries = replicate(path, Path(tmp) / "run")
             foreign, steal = meter.foreign_cores(), meter.steal_cores()
             load.append(os.getloadavg()[0])

@@ -14,6 +14,7 @@ from testbed.calibration.path_scenario import (
     IDLE_START,
     IDLE_STOP,
     PHASES,
+    at,
     calibration_scenario,
     phase_of,
 )
@@ -25,10 +26,11 @@ from testbed.core.scenario_loader import parse_scenario
 def _sparse(rng: np.random.Generator, n: int, extra) -> pd.DataFrame:  # type: ignore[no-untyped-def]
     """``n`` deliveries of the sparse stream at IDLE_RATE msg/s (Poisson) whose delay is 0.5 ms
     plus ``extra(idle)`` plus a little noise; each handler ends 0.1 ms after its start."""
-    t = IDLE_START + np.cumsum(rng.exponential(1 / IDLE_RATE, n))
-    idle = np.diff(np.concatenate([[IDLE_START - 1.0], t])) - 0.0  # set below, from the ends
+    t0 = at(IDLE_START, 1.0)
+    t = t0 + np.cumsum(rng.exponential(1 / IDLE_RATE, n))
+    idle = np.diff(np.concatenate([[t0 - 1.0], t])) - 0.0  # set below, from the ends
     delay = np.empty(n)
-    last_end = IDLE_START - 1.0
+    last_end = t0 - 1.0
     for i, ti in enumerate(t):
         idle[i] = ti - last_end
         delay[i] = 0.0005 + extra(idle[i]) + rng.normal(0, 0.00002)
@@ -116,11 +118,11 @@ def test_the_sparse_stream_runs_alone_after_the_load_phases() -> None:
     s, issues = parse_scenario(yaml.safe_dump(spec))
     assert s is not None, issues
     idle = [p for p in s.producers if p.queue == f"mqbed-cal-{IDLE}"]
-    assert len(idle) == 1 and float(idle[0].start) == IDLE_START * 2
+    assert len(idle) == 1 and float(idle[0].start) == at(IDLE_START, 2.0)
     others_stop = max(float(p.stop) for p in s.producers if p.queue != f"mqbed-cal-{IDLE}")
-    assert others_stop <= IDLE_START * 2 and PHASES[-1].stop <= IDLE_START
-    assert float(s.duration) >= IDLE_STOP * 2
-    t = pd.Series(np.linspace(IDLE_START * 2, IDLE_STOP * 2, 50))
+    assert others_stop <= at(IDLE_START, 2.0) and PHASES[-1].stop <= IDLE_START
+    assert float(s.duration) >= at(IDLE_STOP, 2.0)
+    t = pd.Series(np.linspace(at(IDLE_START, 2.0), at(IDLE_STOP, 2.0), 50))
     assert phase_of(t, 2.0).isna().all()
 
 
@@ -131,9 +133,11 @@ def test_the_wake_up_is_measured_above_the_level_of_the_tables_it_is_added_to() 
     sparse = _sparse(np.random.default_rng(4), 2000, _step)
     low = PHASES[0]
     rows = []
-    for t in np.arange(low.start + 1.1, low.stop - 0.1, 0.05):  # cold: 50 ms apart
+    for t in np.arange(
+        at(low.start, 1.0) + 1.1, at(low.stop, 1.0) - 0.1, 0.05
+    ):  # cold: 50 ms apart
         rows.append(("mqbed-cal-small", "s", t + 0.0006, 0.0006, t + 0.0006))
-    for t in np.arange(low.start + 1.0, low.stop, 0.002):  # the machine awake
+    for t in np.arange(at(low.start, 1.0) + 1.0, at(low.stop, 1.0), 0.002):  # the machine awake
         rows.append(("mqbed-cal-persistent", "p", t + 0.0004, 0.0004, t + 0.0004))
     loaded = pd.DataFrame(rows, columns=["queue", "consumer", "t_deliver", "latency_s", "t_done"])
     d = pd.concat([loaded.assign(outcome="acked"), sparse], ignore_index=True)

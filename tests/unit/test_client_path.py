@@ -19,7 +19,13 @@ from testbed.calibration.client_path import (
     tables_from_records,
     turnaround_points,
 )
-from testbed.calibration.path_scenario import CONFIRMED_TRANSIENT, FAN, FAN_SERVICE, FAN_WIDTH
+from testbed.calibration.path_scenario import (
+    CONFIRMED_TRANSIENT,
+    FAN,
+    FAN_SERVICE,
+    FAN_WIDTH,
+    at,
+)
 from testbed.core.client_path import PROTOCOL, ClientPath, HoldPoint, PathPoint, Provenance
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import default_profile
@@ -294,10 +300,12 @@ def test_tables_from_records_measure_the_client_cost_of_each_served_message() ->
     rng = np.random.default_rng(3)
     high = PHASES[-1]
     rows = []
-    for i, t in enumerate(np.linspace(high.start + 1.1, high.stop - 0.1, 300)):  # path 1-2 ms
+    for i, t in enumerate(
+        np.linspace(at(high.start, 1.0) + 1.1, at(high.stop, 1.0) - 0.1, 300)
+    ):  # path 1-2 ms
         lat = rng.uniform(0.001, 0.002)
         rows.append(("mqbed-cal-small", "c0", f"s{i}", t + lat, lat, None, t + lat))
-    rows += _hold_rows(rng, 800, high.start + 1.2)
+    rows += _hold_rows(rng, 800, at(high.start, 1.0) + 1.2)
     cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
     d = pd.DataFrame(rows, columns=cols)
     d["outcome"] = "acked"
@@ -385,7 +393,7 @@ def test_tables_from_records_keep_the_confirmed_and_chained_streams_apart() -> N
         (CONFIRMED_TRANSIENT, 8e-4),
     )
     for stream, lat in streams:
-        for i, t in enumerate(np.linspace(low.start + 1.1, low.stop - 0.1, 100)):
+        for i, t in enumerate(np.linspace(at(low.start, 1.0) + 1.1, at(low.stop, 1.0) - 0.1, 100)):
             rows.append((f"mqbed-cal-{stream}", "c0", f"{stream}{i}", t + lat, lat, None, t + lat))
     cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
     d = pd.DataFrame(rows, columns=cols)
@@ -430,7 +438,7 @@ def test_turnaround_points_keep_the_ack_to_start_gaps_of_messages_that_waited() 
     """Only messages published well before the previous ack count (they waited at the broker);
     the turn stream is no delivery point of its own."""
     high = PHASES[-1]
-    rows = _turn_rows(np.random.default_rng(5), 600, high.start + 1.2)
+    rows = _turn_rows(np.random.default_rng(5), 600, at(high.start, 1.0) + 1.2)
     cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
     d = pd.DataFrame(rows, columns=cols)
     d["outcome"] = "acked"
@@ -441,7 +449,7 @@ def test_turnaround_points_keep_the_ack_to_start_gaps_of_messages_that_waited() 
     assert point.table.quantile(0.5) == pytest.approx(0.0004, abs=3e-5)
     assert [f.point for f in fits] == ["turnaround/high/turn"]
     assert tables_from_records(d) == ([], [], [])
-    assert turnaround_points(d[d.t_deliver < high.start + 1.5]) == ([], [])  # too few
+    assert turnaround_points(d[d.t_deliver < at(high.start, 1.0) + 1.5]) == ([], [])  # too few
 
 
 def test_the_turnaround_consumer_takes_one_message_at_a_time_at_utilisation_0_6() -> None:

@@ -17,6 +17,7 @@ import pytest
 from emulator.sim.model import Model
 from testbed.calibration.client_path import PHASES
 from testbed.calibration.confirm_path import confirm_points
+from testbed.calibration.path_scenario import at
 from testbed.core.client_path import ClientPath, PathPoint, Provenance
 from testbed.core.profile import Profile
 from testbed.core.quantiles import quantile_table
@@ -40,7 +41,7 @@ def test_confirm_points_come_from_the_confirmed_stream_per_phase() -> None:
     rng = np.random.default_rng(1)
     rows = []
     for ph in PHASES:
-        for t in np.linspace(ph.start + 1.1, ph.stop - 0.1, 120):
+        for t in np.linspace(at(ph.start, 1.0) + 1.1, at(ph.stop, 1.0) - 0.1, 120):
             rows.append(("mqbed-cal-confirmed", t, t + 0.002 + rng.uniform(0, 0.001)))
             rows.append(("mqbed-cal-small", t, None))  # not confirmed: left out
     sends = pd.DataFrame(rows, columns=["queue", "t_publish", "t_confirm"])

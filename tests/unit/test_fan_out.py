@@ -11,7 +11,7 @@ import pytest
 from emulator.sim.costs import derive_costs
 from testbed.calibration.client_path import tables_from_records
 from testbed.calibration.fan_out import MIN_FIRST, copy_gap, fan_delay
-from testbed.calibration.path_scenario import FAN, FAN_WIDTH, PHASES
+from testbed.calibration.path_scenario import FAN, FAN_WIDTH, PHASES, at
 from testbed.calibration.wake import machine_idle
 from testbed.core.client_path import PROTOCOL, CpuSplit
 from testbed.core.profile import default_profile
@@ -30,7 +30,7 @@ def _frame(rows: list[tuple]) -> pd.DataFrame:
 def test_the_copy_gap_is_the_median_gap_between_the_starts_of_one_messages_copies() -> None:
     rng = np.random.default_rng(8)
     rows = []
-    for i, t in enumerate(np.linspace(LOW.start + 1.1, LOW.stop - 0.1, 60)):
+    for i, t in enumerate(np.linspace(at(LOW.start, 1.0) + 1.1, at(LOW.stop, 1.0) - 0.1, 60)):
         start = t + 0.001
         for k in rng.permutation(FAN_WIDTH):  # copies start one after another, queue order free
             rows.append((f"mqbed-cal-{FAN}-{k}", f"c{k}", f"m{i}", start, start - t, None, start))
@@ -49,7 +49,7 @@ def _fan_run(first: float, single: float, n: int = 40, keep_awake: bool = True) 
     message; a busy stream publishing every 2 ms keeps the machine awake (``keep_awake``)."""
     rng = np.random.default_rng(3)
     rows = []
-    for i, t in enumerate(np.linspace(LOW.start + 1.1, LOW.stop - 0.5, n)):
+    for i, t in enumerate(np.linspace(at(LOW.start, 1.0) + 1.1, at(LOW.stop, 1.0) - 0.5, n)):
         t = float(t)
         for k in range(FAN_WIDTH):
             start = t + first + 1e-4 * k
@@ -59,7 +59,7 @@ def _fan_run(first: float, single: float, n: int = 40, keep_awake: bool = True) 
         u = t + 0.13 + rng.uniform(0, 0.001)
         rows.append(("mqbed-cal-small", "s", f"s{i}", u + single, single, None, u + single))
     if keep_awake:
-        for j, t in enumerate(np.arange(LOW.start + 1.0, LOW.stop, 0.002)):
+        for j, t in enumerate(np.arange(at(LOW.start, 1.0) + 1.0, at(LOW.stop, 1.0), 0.002)):
             rows.append(("mqbed-cal-persistent", "p", f"p{j}", t + 0.0005, 0.0005, None, t + 5e-4))
     return _frame(rows)
 

@@ -48,10 +48,12 @@ def test_broker_kill_under_pcm_and_latency_toxic(
     # while the broker was down nothing was confirmed
     confirmed_while_down = m[(m.t_confirm > down + 0.1) & (m.t_confirm < up - 0.1)]
     assert confirmed_while_down.empty
-    # the latency toxic (consumers' link, downstream) adds ~50 ms while active
+    # the latency toxic (consumers' link, downstream) adds ~50 ms while active. Measured from
+    # 1.5 s into its 4 s: the messages on their way when it began, and the short backlog they
+    # leave, take longer (a full make test once saw 160 ms at 0.5 s, falling to 53 ms by 2.5 s)
     tox = e[(e.kind == "fault_start") & e.detail.str.contains('"latency"')].t.iloc[0]
     acked = d[d.outcome == "acked"]
-    during = acked[(acked.t_deliver > tox + 0.5) & (acked.t_deliver < tox + 2.5)].latency_s
+    during = acked[(acked.t_deliver > tox + 1.5) & (acked.t_deliver < tox + 3.5)].latency_s
     before = acked[(acked.t_deliver > up + 2.0) & (acked.t_deliver < tox - 0.5)].latency_s
     assert len(during) > 50 and len(before) > 50
     assert 0.04 < during.median() - before.median() < 0.07

@@ -160,7 +160,8 @@ class LocustLauncher:
 
     def start(self, prefix: str) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._usage_before = {p.name for p in self._usage_dir().glob("w*-*.json")}
+        if self.external_workers:  # an earlier replication's workers left theirs
+            self._usage_before = {p.name for p in self._usage_dir().glob("w*-*.json")}
         common = [
             "-u",
             str(self.users),
@@ -252,8 +253,8 @@ class LocustLauncher:
         slots = set(range(1, self.external_workers + 1))
         while True:
             new = {p.name for p in self._usage_dir().glob("w*-*.json")} - self._usage_before
-            done = {int(n[1:].split("-", 1)[0]) for n in new if n[1:].split("-", 1)[0].isdigit()}
-            missing = sorted(slots - done)
+            done = {n[1:].split("-", 1)[0] for n in new}  # "w<slot>-<pid>.json" -> "<slot>"
+            missing = sorted(i for i in slots if str(i) not in done)
             if not missing or time.monotonic() >= deadline:
                 return missing
             time.sleep(0.1)

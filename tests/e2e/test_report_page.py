@@ -41,6 +41,7 @@ consumers:
 """
 
 
+@pytest.mark.usefixtures("spark")  # the test process's warm Spark session, tests/conftest.py
 def test_report_of_a_live_run_renders_in_chromium(
     tmp_path: Path,
     local_backend: LocalBackend,

@@ -109,6 +109,9 @@ def _recalibrate_and_predict(run_dir: Path, kind: str, home: Path, profile: Path
     assert result.exit_code == 0, result.output
 
 
+# the suite's Spark session (tests/conftest.py): its reports, and a second judgement after a
+# miss, reuse one warm JVM instead of starting one each (42 s a report cold, 15 s warm)
+@pytest.mark.usefixtures("spark")
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
 def test_quickstart_prediction_passes_the_gate(
     kind: str, tmp_path: Path, local_backend: LocalBackend, request: pytest.FixtureRequest

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from testbed.analysis.session import spark_scope
 from testbed.cli import app
 
 # One xdist worker runs both, one after the other: each loads the machine on purpose (saturating
@@ -48,6 +47,7 @@ def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
     assert "not among the sizes run (1e5)" in text
 
 
+@pytest.mark.usefixtures("spark")
 def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     tmp_path: Path, local_backend: object, rabbitmq: object
 ) -> None:
@@ -59,10 +59,9 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     quick = ["bench", "--suite", "accuracy", "--quick", "--only", only, "--out", str(out)]
     quick += ["--calibration", "shipped"]  # the machinery, not the numbers: no calibration run
     quick += ["--home", str(home), "--runs", str(tmp_path / "runs")]
-    # one Spark driver for both invocations below (build_report reuses a running session):
-    # a second JVM start and cold analysis cost ~40 s on a busy machine and test nothing more
-    with spark_scope():
-        _judge_and_rejudge(quick, out, tmp_path, only)
+    # one Spark driver for both invocations below (the `spark` fixture, which build_report
+    # reuses): a second JVM start and cold analysis cost ~40 s on a busy machine, test nothing
+    _judge_and_rejudge(quick, out, tmp_path, only)
 
 
 def _judge_and_rejudge(quick: list[str], out: Path, tmp_path: Path, only: str) -> None:

@@ -9,7 +9,8 @@ each run; with three, bootstrapped, mean latencies of 2.2 and 3.3 ms (every repl
 the second run ~1 ms up). The hoarding run has five: its replications differ widely (mean
 latency 300-470 ms), and three values give a t law with 2 degrees of freedom.
 
-Spark: the analysis tests' session fixture (one JVM per test process, reused by `compare_runs`).
+Spark: the suite's session fixture (`spark`, tests/conftest.py: one JVM per test process, reused
+by `compare_runs` and by the gate's reports before it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from rich.console import Console
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.compare import compare_runs
-from tests.analysis.conftest import spark  # noqa: F401 - the session's Spark, see above
 from tests.integration.live import run_quietly
 from tests.integration.quiet import wait_until_quiet
 

@@ -2,11 +2,11 @@
 
 Runs the generated calibration scenario (`testbed.calibration.path_scenario`, scale 1) with two
 copies of its first phase appended after the sparse stream: the same streams at the same rates
-(``again``), and the same without the fan-out stream (``nofan``). It prints the median and p90
-(ms) of each delivery stream per window, and the first phase's and its copy's medians per 3 s
-slice from when their streams start: a start that is cold shows as slices falling towards the copy's level. Evidence for
-`path_scenario.PRIME` (docs/models.md §9, *A cold calibration*): on a warmed ActiveMQ 5.17.2
-(2026-11-28, revision 8 timing) the small stream's slices were 1.66, 1.31, 1.11, 1.08 ms and
+(``again``), and the same without the fan-out stream (``nofan``). It prints the median and p90 (ms)
+of each delivery stream per window, and the first phase's and its copy's medians per 3 s slice from
+when their streams start: a start that is cold shows as slices falling towards the copy's level.
+Evidence for `path_scenario.PRIME` (docs/models.md §9, *A cold calibration*): on a warmed ActiveMQ
+5.17.2 (2026-11-28, revision 8 timing) the small stream's slices were 1.66, 1.31, 1.11, 1.08 ms and
 the copy's 1.04-1.15 ms. Needs a running broker (``mqbed up --broker KIND``); ~2 min.
 
     python tests/bench/calibration_cold_start.py --broker activemq --home .mqbed
@@ -69,7 +69,8 @@ def report(deliveries: pd.DataFrame, windows: dict[str, tuple[float, float]]) ->
     for q in ("p50", "p90"):
         print(f"{q} (ms) per window\n{t.pivot(index='stream', columns='window', values=q)}\n")
     for stream in ("small", "persistent", "confirmed", "large"):
-        # from when the streams start: the first phase's at 0 (revision 9 primes them), the copy's
+        # slices from when the streams start: the first phase's at 0 (revision 9 primes them),
+        # the copy's 1 s before its window opens
         for name, origin in ((PHASES[0].name, 0.0), ("again", windows["again"][0] - 1)):
             g = d[(d.stream == stream) & (d.t_pub >= origin) & (d.t_pub < windows[name][1])]
             by = g.groupby(((g.t_pub - origin) // SLICE).astype(int)).latency_s.median() * 1e3

@@ -65,21 +65,36 @@ def test_a_point_pools_only_with_the_same_point() -> None:
 
 def test_only_recent_comparable_quiet_draws_pool(tmp_path: Path) -> None:
     cache = tmp_path / "here-rabbitmq-3.10.8-pika.yaml"
+    calm_a, calm_b = _draw(1.0, 20), _draw(1.2, 10)
     for cp in (
         _draw(3.0, 60 * 7),  # older than the window
         _draw(3.0, 50, broker_version="3.9.0"),  # another broker version
         _draw(3.0, 40, busy=True),  # taken under foreign load
         _draw(3.0, 30, hostname="elsewhere"),  # another machine
-        _draw(1.0, 20),
-        _draw(1.2, 10),
+        calm_a,
+        _draw(3.0, 15, foreign_cores=0.25),  # not rejected, but measured on a contended host
+        calm_b,
+        _draw(3.0, 5, foreign_cores=None),  # foreign load not recorded
     ):
         pooling.record_draw(cache, cp)
     (cache.with_name(cache.stem + ".draws") / "0-torn.yaml").write_text("delivery: [")
     pooled = pooling.pooled_with_recent(cache, _draw(1.4, 0))
     assert len(pooled.provenance.pooled) == pooling.POOL == 3
-    assert pooled.delivery[0].table.q == pytest.approx(_draw(1.2, 0).delivery[0].table.q)
+    assert pooled.provenance.pooled[:2] == [calm_a.provenance.date, calm_b.provenance.date]
+    assert pooled.delivery[0].table.q == pytest.approx(calm_b.delivery[0].table.q)
     # the new draw is kept as its own (not pooled) for the next calibration
-    assert len(list(cache.with_name(cache.stem + ".draws").glob("*.yaml"))) == 8
+    assert len(list(cache.with_name(cache.stem + ".draws").glob("*.yaml"))) == 10
+
+
+def test_a_draw_at_the_quiet_limit_pools_and_one_above_it_does_not(tmp_path: Path) -> None:
+    cache = tmp_path / "here-activemq-5.17.2-stomp.yaml"
+    limit = pooling.POOL_FOREIGN_LIMIT
+    pooling.record_draw(cache, _draw(1.0, 20, foreign_cores=limit))
+    pooling.record_draw(cache, _draw(3.0, 10, foreign_cores=limit + 0.01))
+    pooled = pooling.pooled_with_recent(cache, _draw(1.4, 0, foreign_cores=0.3))
+    # the busy newcomer itself pools (its run is on the same machine), with the quiet draw only
+    assert len(pooled.provenance.pooled) == 2
+    assert pooled.delivery[0].table.q == pytest.approx(_draw(1.2, 0).delivery[0].table.q)
 
 
 def test_fresh_pools_with_the_machines_earlier_calibrations(

@@ -138,3 +138,37 @@ def test_a_restart_time_measured_before_kills_were_timed_is_measured_again(
     ).profile  # fmt: skip
     assert chosen.restart_time == MEASURED and calls == [1]
     assert load_profile(cached).restart_time == MEASURED
+
+
+def test_fresh_measures_the_restart_time_again_and_auto_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fresh`` measures the machine again, the restart time with the client path: a cached
+    figure, however current its shape (``kill_s`` known), is replaced; ``auto`` keeps it."""
+    import testbed.calibration.machine as machine
+
+    s = scenario("  - {kind: broker_kill, at: 2s, duration: 1s}\n")
+    cached = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
+    old = MEASURED.model_copy(update={"mean": 5.16, "date": "2026-11-28T00:56:15+00:00"})
+    base = default_profile("rabbitmq", "pika")
+    write_profile(base.model_copy(update={"restart_time": old}), cached)
+    assert base.client_path is not None
+    now = base.client_path.provenance.model_copy(update={"hostname": "here", "foreign_cores": 0.01})
+    fresh_path = base.client_path.model_copy(update={"provenance": now})
+    monkeypatch.setattr(machine, "measure_client_path", lambda *_, **__: fresh_path)
+    calls: list[int] = []
+
+    def probe() -> RestartTime:
+        calls.append(1)
+        return MEASURED
+
+    def choose(mode: str) -> Profile:
+        return choose_profile(
+            s, tmp_path, None, mode, version="3.10.8", replicate=None,  # type: ignore[arg-type]
+            progress=lambda _: None, restart_probe=probe,
+        ).profile  # fmt: skip
+
+    assert choose("auto").restart_time == old and calls == []
+    assert choose("fresh").restart_time == MEASURED and calls == [1]
+    assert load_profile(cached).restart_time == MEASURED  # the cache keeps the new figure
+    assert choose("fresh").restart_time == MEASURED and calls == [1, 1]  # each fresh run

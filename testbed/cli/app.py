@@ -16,6 +16,7 @@ __all__ = [
     "version",
 ]
 
+import logging
 import os
 from importlib import metadata
 from pathlib import Path
@@ -73,6 +74,15 @@ app = typer.Typer(
 )
 
 
+QUIET_LIBRARY_LOGGERS = ("stomp.py",)
+"""Libraries whose own warnings would reach the terminal through logging's last-resort handler
+(the command configures no logging): stomp.py warns "could not connect to host …" for every
+reconnect attempt of a connection whose ActiveMQ was killed (eight lines in the middle of one
+broker-kill case of a `mqbed bench --suite accuracy` run). The adapters turn a connection
+that stays lost into an error of their own, and the Locust workers keep the library's lines in
+the run's logs."""
+
+
 @app.callback()
 def _root(
     show_version: Annotated[
@@ -83,6 +93,10 @@ def _root(
     ] = False,
 ) -> None:
     """Live emulation testbed for message brokers: live runs, paired predictions, reports."""
+    for name in QUIET_LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())  # a handler: the last resort stays silent
 
 
 HomeOpt = Annotated[

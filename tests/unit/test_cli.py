@@ -5,6 +5,7 @@ the JSON mode must keep off stdout)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -249,3 +250,15 @@ def test_calibration_module_has_help_and_never_defaults_to_a_shipped_profile() -
     missing = subprocess.run([*run, "--broker", "rabbitmq"], capture_output=True, text=True,
                              timeout=120)  # fmt: skip
     assert missing.returncode == 2 and "--out" in missing.stderr
+
+
+def test_library_warnings_stay_off_the_terminal(capfd: Any, monkeypatch: Any) -> None:
+    """stomp.py's reconnect warnings (a killed ActiveMQ) do not reach stderr through logging's
+    last-resort handler once a command ran; a warning of our own still would."""
+    assert invoke("validate", str(REPO / "workloads/scenarios/quickstart.yaml")).exit_code == 0
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in `mqbed`: no logging set up
+    capfd.readouterr()
+    logging.getLogger("stomp.py").warning("could not connect to host 127.0.0.1, port 1")
+    logging.getLogger("testbed.probe").warning("our own warning")
+    stderr = capfd.readouterr().err
+    assert "could not connect" not in stderr and "our own warning" in stderr

@@ -9,9 +9,11 @@ toxic after the window analysed, so the proxy is in the path and no toxic acts) 
 broker-kill scenario of the library without its kill. Each run is predicted with the machine's
 cached profile (``--calibration cached``); the script prints, per run, the quantiles (ms) of
 first deliveries from the end of the warm-up to 24 s, measured and predicted. Evidence for
-docs/accuracy.md (2026-11-28): the proxy's hop, which the simulator leaves out while no toxic
-acts, put ActiveMQ's median 0.35-0.45 ms higher and RabbitMQ's ~0.1 ms; persistence and confirms
-were predicted as measured (within the runs' own spread). ~45 s a run.
+docs/accuracy.md (2026-11-28, two rounds of ``confirmed`` and ``proxied`` a broker): the
+proxy's hop, which the simulator leaves out while no toxic acts, put p1 0.07-0.19 ms higher in
+all four pairs and the median -0.04 to +0.31 ms; without the proxy ActiveMQ's median was
+predicted within 4 %, RabbitMQ's 7-24 % fast, as were its transient and persistent variants.
+~45 s a run.
 
     python tests/bench/delivery_path_abab.py --broker activemq --rounds 2 --only confirmed proxied
 """
@@ -50,7 +52,7 @@ TOXIC = {
 def scenario(broker: str, variant: str) -> dict[str, object]:
     durable, persistent, confirms, proxied = VARIANTS[variant]
     doc: dict[str, object] = {
-        "name": f"confirm-path-{variant}",
+        "name": f"delivery-path-{variant}",
         "seed": 66,
         "duration": f"{LOAD_S:g}s",
         "warmup": f"{WARMUP_S:g}s",
@@ -101,7 +103,7 @@ def main() -> None:
     mqbed = Path(sys.executable).with_name("mqbed")
     home = ["--home", str(args.home)] if args.home else []
     print("run         side      " + " ".join(f"p{100 * q:g}".rjust(6) for q in QUANTILES))
-    with tempfile.TemporaryDirectory(prefix="mqbed-confirm-path-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mqbed-delivery-path-") as tmp:
         for r in range(args.rounds):
             for variant in args.only:
                 path = Path(tmp) / f"{variant}.yaml"

@@ -23,10 +23,10 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
   auto-acked copies a consumer held (the one in hand and its buffer) are lost with it, and
   after_receive ones whose handler had started (``ClientFaults._lose_acknowledged``);
   a publish waiting for its confirm stays unconfirmed. A kill
-  also forgets the acks of persistent copies received in the last ``ack_sync`` seconds
-  before the signal (redelivered: duplicates): the profile's measured
-  ``restart_time.ack_loss_s``, else the broker kind's figure
-  (``testbed.core.availability.ack_loss_seconds``).
+  also forgets acks of persistent copies that were not on disk yet (redelivered: duplicates),
+  ``emulator.sim.ack_journal``: on RabbitMQ those after the last persistent write, elsewhere
+  those of the last ``restart_time.ack_loss_s`` seconds before the signal (else the broker
+  kind's figure, ``testbed.core.availability.ack_loss_seconds``).
   Clients reconnect with the live bounded backoff (0.1 s doubling to 2 s); sends an open-loop
   producer had due before it reconnected are ``messages`` rows without publish time (sent,
   never confirmed).
@@ -65,15 +65,16 @@ __all__ = [
     "reconnect_at",
 ]
 
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from emulator.sim.ack_journal import AckJournal
 from emulator.sim.consumers import _PROCESSING, Consumer
 from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.links import Link
 from emulator.sim.producers import Producer
 from testbed.core.availability import ack_loss_seconds, kill_teardown_seconds, restart_seconds
+from testbed.core.broker_kinds import KINDS
 from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
 from testbed.core.seeds import replication_seed
 
@@ -94,12 +95,15 @@ class FaultSim(ClientFaults, Link):
         self.kernel = model.kernel
         self.rec = model.rec
         self.restart_s = restart_seconds(s.broker.kind, model.costs.profile)
-        self.ack_sync = ack_loss_seconds(s.broker.kind, model.costs.profile)
+        facts = KINDS.get(s.broker.kind)
+        self.journal = AckJournal(
+            ack_loss_seconds(s.broker.kind, model.costs.profile),
+            with_writes=facts is not None and facts.acks_with_writes,
+        )
         self.teardown_s = kill_teardown_seconds(s.broker.kind, model.costs.profile)
         self.seed = replication_seed(s.seed, model.replication)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
-        self.writes: deque[tuple[float, int]] = deque()  # (on disk at, message): recent ones
         model.broker.on_written = self._written
         self.killed = False
         self.paused = False
@@ -113,7 +117,6 @@ class FaultSim(ClientFaults, Link):
         self.awaiting: dict[Producer, set[int]] = {}  # publishes waiting for their confirm
         self.down_until: dict[Producer, float] = {}
         self.dead: set[Producer] = set()
-        self.recent_acks: deque[tuple[float, Queue, int, int]] = deque()
         self.forget_acks = True  # a kill (not a graceful restart) forgets unsynced acks
         self.net = NetFaults(self)
         self.links = model.links
@@ -144,17 +147,8 @@ class FaultSim(ClientFaults, Link):
         entry = self.inflight[c].pop(m, None)
         if out == _ACKED and entry is not None and c.ack == _PROCESSING:
             q = entry[0]
-            if q.durable and m in self.persistent:
-                self._remember_ack(q, m, attempt)
-
-    def _remember_ack(self, q: Queue, m: int, attempt: int) -> None:
-        """An ack of a persistent copy reached the broker now: a kill within ``ack_sync``
-        forgets it (module docstring)."""
-        acks, now = self.recent_acks, self.kernel.now
-        acks.append((now, q, m, attempt))
-        horizon = (self.killed_at if self.killed else now) - self.ack_sync
-        while acks and acks[0][0] < horizon:
-            acks.popleft()
+            if q.durable and m in self.persistent:  # a kill may forget it (ack_journal)
+                self.journal.acked(self.kernel.now, q, m, attempt, self.killed)
 
     # -- producers --------------------------------------------------------------------------
 
@@ -200,10 +194,7 @@ class FaultSim(ClientFaults, Link):
     def _written(self, m: int, at: float) -> None:
         """A confirmed persistent message will be on disk (its confirm sent) at ``at``: a kill
         before then loses it. Only writes still to come matter, so older ones are let go."""
-        w, now = self.writes, self.kernel.now
-        w.append((at, m))
-        while w and w[0][0] < now:
-            w.popleft()
+        self.journal.written(m, at, self.kernel.now)
 
     def _late_confirm(self, ev: Any) -> None:
         p, value = ev.value
@@ -282,8 +273,7 @@ class FaultSim(ClientFaults, Link):
         b, now = self.b, self.kernel.now
         self.killed, self.up_at, self.killed_at = True, up, now
         b.up = False
-        self.persistent -= {m for at, m in self.writes if at > now}  # not on disk yet: lost
-        self.writes.clear()
+        self.persistent -= self.journal.kill(now)  # not on disk yet: lost
         for q in self.model.queues.values():
             kept = [(max(ra, up), m) for ra, m in q.ready if m in self.persistent and q.durable]
             for _, m in q.ready:
@@ -315,13 +305,11 @@ class FaultSim(ClientFaults, Link):
                     else:
                         self._drop(q, m)
                 self._reconnect_later(c, reconnect_at(now, up), now)
-        since = self.killed_at - self.ack_sync
-        for t, q, m, attempt in self.recent_acks if self.forget_acks else ():
-            if t >= since:  # acked, but the ack was not on disk yet: redelivered
-                recovered.setdefault(q, []).append((m, attempt))
-                b.mem += b.sizes[m] + b.mem_overhead
-                b.pending += 1
-        self.recent_acks.clear()
+        for q, m, attempt in self.journal.forgotten() if self.forget_acks else ():
+            recovered.setdefault(q, []).append((m, attempt))  # its ack was not on disk
+            b.mem += b.sizes[m] + b.mem_overhead
+            b.pending += 1
+        self.journal.clear()
         for q, copies in recovered.items():
             for m, attempt in sorted(copies, reverse=True):
                 q.attempts[m] = attempt

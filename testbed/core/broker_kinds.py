@@ -73,6 +73,10 @@ class KindFacts:
     ack_loss_s: float
     """Consumers' acks of persistent messages a kill forgets (s), when the profile has no
     measured figure (`testbed.core.availability.ack_loss_seconds`)."""
+    acks_with_writes: bool
+    """Acks of persistent messages reach the disk with the broker's next persistent write, so
+    a kill forgets every ack since the last one (`emulator.sim.ack_journal`); False: a kill
+    forgets those of the last ``ack_loss_s`` seconds."""
     kill_s: float
     """How long a kill takes until the process is gone and its sockets close, when the
     profile has no measured figure (`testbed.core.availability.kill_teardown_seconds`)."""
@@ -190,6 +194,9 @@ RABBITMQ = register(
         # 1 ack forgotten on each of four calibration kills at 100 msg/s (2026-11-27); those
         # sent while the process dies are the teardown's (kill_s)
         ack_loss_s=0.01,
+        # the acks a kill forgot were those after the last publish before it, up to 24 ms
+        # before the signal (15 PCM kills, 2026-11-28, tests/bench/ack_loss_rule.py)
+        acks_with_writes=True,
         # publishes lost in flight per kill at 100 msg/s: 1.9 over 9 live PCM kills (2-3, 1-3,
         # 1-2 in three sessions, 2026-11-27); signal -> process gone took 28 ms
         kill_s=0.019,
@@ -224,6 +231,7 @@ ACTIVEMQ = register(
         # 0 and 1 acks forgotten on two calibration kills under the run-shaped load (4 ms per
         # message, 100 msg/s; 2026-11-27); the live PCM kills counted 2, 1 and 0 duplicates
         ack_loss_s=0.005,
+        acks_with_writes=False,  # its PCM kills forgot only acks sent after the signal
         # publishes lost in flight per kill at 100 msg/s: 3.6 over 9 live PCM kills (2-7 each,
         # 2026-11-27); signal -> process gone took 24 ms
         kill_s=0.036,

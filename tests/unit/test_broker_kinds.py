@@ -98,6 +98,7 @@ TABLE: dict[str, tuple[object, object]] = {
     "reserved_prefix":                ("amq.",            None),  # scenario_bounds.py
     "restart_s":                      (6.0,               1.5),  # availability.py
     "ack_loss_s":                     (0.01,              0.005),  # availability.py
+    "acks_with_writes":               (True,              False),  # sim/ack_journal.py
     "kill_s":                         (0.019,             0.036),  # availability.py
     "prometheus_plugin":              (True,              False),  # prometheus.py
     "management_api":                 (True,              False),  # calibration/api.py

@@ -59,7 +59,7 @@ class AckJournal:
     def _durable_before(self, now: float) -> float:
         """Acks before this time are on disk whatever happens next."""
         if self.with_writes and self.synced > -math.inf:
-            return min(self.synced, now - self.window)
+            return self.synced
         return now - self.window
 
     def kill(self, now: float) -> set[int]:

@@ -193,7 +193,7 @@ class FaultSim(ClientFaults, Link):
 
     def _written(self, m: int, at: float) -> None:
         """A confirmed persistent message will be on disk (its confirm sent) at ``at``: a kill
-        before then loses it. Only writes still to come matter, so older ones are let go."""
+        before then loses it, and on RabbitMQ the acks before it are on disk with it."""
         self.journal.written(m, at, self.kernel.now)
 
     def _late_confirm(self, ev: Any) -> None:

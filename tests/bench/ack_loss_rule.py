@@ -52,8 +52,8 @@ def judge(run: Path) -> list[tuple[int, int, int]]:
         dr = d[d.replication == rep]
         copies = dr.msg_id.value_counts()
         last = m[(m.replication == rep) & (m.t_publish < signal)].t_publish.max()
-        acks = dr[(dr.outcome == "acked") & dr.t_done.between(signal - BEFORE_S, signal)]
-        acks = acks[acks.t_done < signal]
+        before = dr.t_done.between(signal - BEFORE_S, signal, inclusive="left")
+        acks = dr[(dr.outcome == "acked") & before]
         back = set(acks[acks.msg_id.map(copies) > 1].msg_id)
         after_write = set(acks[acks.t_done > last].msg_id)
         window = set(acks[acks.t_done >= signal - WINDOW_S].msg_id)

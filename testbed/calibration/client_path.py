@@ -37,7 +37,10 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead;
 - after the phases a sparse stream alone (``path_scenario.IDLE``): its deliveries by the
   machine's idle time before their publish give the wake-up of an idle machine (``wake``,
-  `testbed.calibration.wake`).
+  `testbed.calibration.wake`);
+- after the live run, without the broker, the fault proxy's own transit per crossing
+  (``proxy_hop``, `testbed.calibration.proxy_hop`): what the runs with a network fault, whose
+  clients connect through the proxy, pay on every publish, delivery, confirm and ack.
 
 Every delivery of the delivery streams is also placed by its consumer's idle time before its
 publish: per phase, how much sooner a message reaches a consumer that finished its previous
@@ -106,6 +109,7 @@ from testbed.calibration.path_scenario import (
     calibration_scenario,
     phase_of,
 )
+from testbed.calibration.proxy_hop import measure_proxy_hop
 from testbed.calibration.wake import awake, wake_points
 from testbed.core.client_path import (
     PROTOCOL,
@@ -302,6 +306,8 @@ def measure_client_path(
     confirms, fit_c = confirm_points(sends, scale)
     if not paths:
         raise RuntimeError("the calibration run recorded too few deliveries to tabulate")
+    progress("measuring the fault proxy's hop: ~5 s")
+    hop = measure_proxy_hop()
     return ClientPath(
         client=client,  # type: ignore[arg-type]
         delivery=paths,
@@ -315,6 +321,7 @@ def measure_client_path(
         fit=fits + fit_t + fit_c,
         cpu_per_op=round(cpu_per_op(usage) or 0.0, 7),
         cpu=cpu_split(usage),
+        proxy_hop=hop,
         protocol=PROTOCOL,
         provenance=Provenance(
             host=host,

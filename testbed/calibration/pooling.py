@@ -12,7 +12,8 @@ So a fresh calibration is pooled with the previous draws of the same host, broke
 client library and calibration revision taken within ``WINDOW_S``, up to ``POOL`` in all: every
 quantile table by the *median* of its quantiles across the draws (Vincent pooling: the quantile
 functions are combined point by point, so each pooled table is still non-decreasing and keeps
-the common shape), every fitted scalar by its median. With three draws one slow draw is voted
+the common shape) — the fault proxy's hop by the draws that measured one —, every fitted scalar
+by its median. With three draws one slow draw is voted
 out rather than averaged in. The same three ActiveMQ runs predicted with the pool of those three
 calibrations: 9, 8 and 7 of 10 within target (their own calibrations: 7, 8 and 7), latency KS
 0.087, 0.159 and 0.150 (0.120, 0.342 and 0.229).
@@ -97,6 +98,9 @@ def pool_client_paths(draws: Sequence[ClientPath]) -> ClientPath:
             same = [p.table for d in draws for p in getattr(d, name) if _key(p) == _key(point)]
             points.append(point.model_copy(update={"table": _median_table(same)}))
         update[name] = points
+    hops = [d.proxy_hop for d in draws if d.proxy_hop is not None]
+    if hops:
+        update["proxy_hop"] = _median_table(hops)
     for name in _SCALARS:
         update[name] = _median([getattr(d, name) for d in draws])
     splits = [d.cpu for d in draws if d.cpu is not None]

@@ -33,7 +33,9 @@ library as a real run, and keeps from its records two empirical distributions pe
   users of one process wait for each other (``emulator.sim.client_cpu``);
 - ``cpu``: where that CPU goes — a publish, a delivery before its handler starts (receive) and
   after its service (ack and record): work that delays the next delivery and work that does
-  not (``testbed.observe.process_cpu``).
+  not (``testbed.observe.process_cpu``);
+- ``proxy_hop``: what one crossing of a fault-proxy link adds to a message's way, for the runs
+  whose clients connect through the proxy (`testbed.calibration.proxy_hop`).
 
 Between measured points a table is interpolated quantile by quantile: in log(rate) and in
 size; outside the measured range it is clamped (rate) or shifted by the profile's linear
@@ -221,6 +223,10 @@ class ClientPath(Strict):
     cpu: CpuSplit | None = None
     """Where ``cpu_per_op`` goes (None: not measured; the simulator then books the whole
     operation before a delivery's handler, as revision 2 did)."""
+    proxy_hop: QuantileTable | None = None
+    """One crossing of a fault-proxy link (s): what a publish, a confirm, a delivery or an ack
+    of a scenario with a network fault takes longer than on a direct connection (None: not
+    measured; the simulator then adds none)."""
     provenance: Provenance
     protocol: int = Field(1, ge=1)
     """The calibration revision that measured it (`PROTOCOL`); 1 for profiles older than this
@@ -278,6 +284,8 @@ class ClientPath(Strict):
             return "the Locust process's CPU per operation"
         if not self.confirm:
             return "the confirm table of persistent messages"
+        if self.proxy_hop is None:
+            return "the fault proxy's hop"
         return None
 
     def delivery_table(

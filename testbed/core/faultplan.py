@@ -7,7 +7,9 @@ simulator both execute (seeded; same seed, same episodes).
   workload processes (`testbed.workload.crashes`) and the simulator execute;
 - `stochastic_schedule`: failure/repair times of a `StochasticFault` (exponential MTTF/MTTR);
 - `network_toxics`: a `NetworkFault` as Toxiproxy toxics in Toxiproxy's units;
-- `episode_detail`: the detail every ``fault_start``/``fault_end`` row of an episode carries.
+- `episode_detail`: the detail every ``fault_start``/``fault_end`` row of an episode carries;
+- `needs_proxy`: whether the clients connect through the fault proxy for the whole run (live:
+  `testbed.replication`; simulated: the proxy's hop on every path, `emulator.sim.faults_net`).
 
 Shared semantics: a fault starts only before `stop_at`, and is healed by `stop_at` at the
 latest (``Episode.clipped``). Random streams come from `testbed.core.seeds`.
@@ -21,6 +23,7 @@ __all__ = [
     "MAX_EPISODES",
     "episode_detail",
     "is_broker_target",
+    "needs_proxy",
     "network_toxics",
     "plan_crashes",
     "plan_faults",
@@ -43,6 +46,11 @@ if TYPE_CHECKING:
     from testbed.core.scenario import Scenario
 
 MAX_EPISODES = 100_000
+
+
+def needs_proxy(faults: Sequence[Any]) -> bool:
+    """Whether any fault is a network fault: the clients then connect through proxy links."""
+    return any(getattr(f, "side", None) is not None for f in faults)
 
 
 def stochastic_schedule(

@@ -2,7 +2,8 @@
 `testbed.core.faultplan`, shared with the simulator).
 
 - `check_faults`: every reason a scenario's faults cannot run live, for run start-up;
-- `needs_proxy`: whether clients must connect through the fault proxy;
+- `needs_proxy`: whether clients must connect through the fault proxy (`testbed.core.faultplan`,
+  the rule the simulator follows too);
 - `links_for`: the proxy links of a fault side.
 """
 
@@ -13,13 +14,8 @@ __all__ = ["check_faults", "links_for", "needs_proxy"]
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from testbed.core.faultplan import is_broker_target
+from testbed.core.faultplan import is_broker_target, needs_proxy
 from testbed.faults.injector import supported
-
-
-def needs_proxy(faults: Sequence[Any]) -> bool:
-    """Whether any fault is a network fault (clients must then connect through proxy links)."""
-    return any(getattr(f, "side", None) is not None for f in faults)
 
 
 def links_for(side: str, links: Mapping[str, Sequence[str]]) -> list[str]:

@@ -128,7 +128,7 @@ def test_delivery_table_interpolates_in_log_rate_and_size_and_clamps() -> None:
 def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     """A cached profile is measured again when an older calibration revision measured it (its
     persistent deliveries only at the high load, ActiveMQ's tables with Nagle's delay, no split
-    of the client CPU) or it lacks the CPU per operation."""
+    of the client CPU) or it lacks the CPU per operation, the confirm table or the proxy hop."""
     cp = _client_path()
     assert cp.protocol == 1 and f"revision {PROTOCOL}" in (cp.missing() or "")
     assert "CPU split" in (cp.model_copy(update={"protocol": 2}).missing() or "")
@@ -139,7 +139,10 @@ def test_a_client_path_names_what_a_current_calibration_would_add() -> None:
     assert "CPU per operation" in (cp.missing() or "")
     assert "confirm table" in (cp.model_copy(update={"cpu_per_op": 0.0}).missing() or "")
     confirm = [_path(50, 200, 0.002, persistent=True, confirms=True)]
-    assert cp.model_copy(update={"cpu_per_op": 0.0, "confirm": confirm}).missing() is None
+    no_hop = cp.model_copy(update={"cpu_per_op": 0.0, "confirm": confirm})
+    assert "proxy's hop" in (no_hop.missing() or "")
+    hop = QuantileTable(n=10, q=[5e-5] * len(PROBS))
+    assert no_hop.model_copy(update={"proxy_hop": hop}).missing() is None
     high_only = cp.model_copy(update={"delivery": [*cp.delivery, _path(350, 200, 0.003, True)]})
     assert high_only.delivery_table(50, 200, True, 0.0).floor == pytest.approx(0.003)  # clamped
     every = high_only.model_copy(

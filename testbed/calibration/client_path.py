@@ -109,7 +109,7 @@ from testbed.calibration.path_scenario import (
     calibration_scenario,
     phase_of,
 )
-from testbed.calibration.proxy_hop import measure_proxy_hop
+from testbed.calibration.proxy_hop import HOP_PAIRS, measure_proxy_hop
 from testbed.calibration.wake import awake, wake_points
 from testbed.core.client_path import (
     PROTOCOL,
@@ -306,8 +306,9 @@ def measure_client_path(
     confirms, fit_c = confirm_points(sends, scale)
     if not paths:
         raise RuntimeError("the calibration run recorded too few deliveries to tabulate")
-    progress("measuring the fault proxy's hop: ~5 s")
-    hop = measure_proxy_hop()
+    pairs = HOP_PAIRS if scale >= 1 else HOP_PAIRS // 4  # --quick: a smoke test, ~1 s
+    progress(f"measuring the fault proxy's hop: {pairs} round-trip pairs")
+    hop = measure_proxy_hop(pairs)
     return ClientPath(
         client=client,  # type: ignore[arg-type]
         delivery=paths,

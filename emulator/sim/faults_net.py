@@ -194,11 +194,12 @@ class NetFaults(Link):
 
     def upstream(self, sender: Any, m: int, extra: float) -> float:
         """A producer's publish crosses the producers' upstream link."""
-        if self.hop is not None and isinstance(sender, Producer):
-            now = self.fs.kernel.now
+        if not isinstance(sender, Producer):
+            return extra
+        now = self.fs.kernel.now
+        if self.hop is not None:
             extra = self.cross(("p", sender.idx, "up"), now + extra) - now
-        if self.active and isinstance(sender, Producer):
-            now = self.fs.kernel.now
+        if self.active:
             size = self.fs.b.sizes[m]
             extra += self.arrival(("producers", "upstream"), now, sender.idx, size) - now
         return extra

@@ -12,11 +12,11 @@ So a fresh calibration is pooled with the previous draws of the same host, broke
 client library and calibration revision taken within ``WINDOW_S``, up to ``POOL`` in all: every
 quantile table by the *median* of its quantiles across the draws (Vincent pooling: the quantile
 functions are combined point by point, so each pooled table is still non-decreasing and keeps
-the common shape) — the fault proxy's hop by the draws that measured one —, every fitted scalar
-by its median. With three draws one slow draw is voted
-out rather than averaged in. The same three ActiveMQ runs predicted with the pool of those three
-calibrations: 9, 8 and 7 of 10 within target (their own calibrations: 7, 8 and 7), latency KS
-0.087, 0.159 and 0.150 (0.120, 0.342 and 0.229).
+the common shape), every fitted scalar by its median; the fault proxy's hop is pooled over the
+draws that measured one. With three draws one slow draw is voted out rather than averaged in.
+The same three ActiveMQ runs predicted with the pool of those three calibrations: 9, 8 and 7
+of 10 within target (their own calibrations: 7, 8 and 7), latency KS 0.087, 0.159 and 0.150
+(0.120, 0.342 and 0.229).
 
 An earlier draw pools only if it was quiet: other work used at most ``POOL_FOREIGN_LIMIT`` cores
 while it was measured. The calibration itself keeps an attempt up to ``FOREIGN_CPU_LIMIT`` (0.5)

@@ -31,6 +31,7 @@ __all__ = ["HOP_PAIRS", "HOP_RATE", "add_to_profile", "hop_table", "measure_prox
 import argparse
 import socket
 import socketserver
+import sys
 import threading
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ import yaml
 
 from testbed.core.atomic import atomic_write_text
 from testbed.core.client_path import ClientPath
-from testbed.core.quantiles import PROBS, QuantileTable
+from testbed.core.quantiles import QuantileTable, quantile_table
 from testbed.faults.proxy import FaultProxy
 
 HOP_PAIRS = 1000
@@ -89,9 +90,10 @@ def _round_trip(s: socket.socket, payload: bytes) -> float:
 
 def hop_table(direct: np.ndarray, proxied: np.ndarray) -> QuantileTable:
     """One hop from round trips: half the quantile-wise difference, ≥ 0 and non-decreasing."""
-    diff = (np.quantile(proxied, PROBS) - np.quantile(direct, PROBS)) / 2
+    a, b = quantile_table(proxied), quantile_table(direct)
+    diff = (np.asarray(a.q) - np.asarray(b.q)) / 2
     q = np.maximum.accumulate(np.maximum(diff, 0.0))
-    return QuantileTable(n=int(min(len(direct), len(proxied))), q=[float(x) for x in q])
+    return QuantileTable(n=min(a.n, b.n), q=[float(x) for x in q])
 
 
 def measure_proxy_hop(pairs: int = HOP_PAIRS, rate: float = HOP_RATE) -> QuantileTable:
@@ -124,22 +126,27 @@ def measure_proxy_hop(pairs: int = HOP_PAIRS, rate: float = HOP_RATE) -> Quantil
     return hop_table(np.asarray(direct), np.asarray(proxied))
 
 
+def _client_path_span(path: Path, lines: list[str]) -> tuple[int, int]:
+    """Where the profile's ``client_path`` starts and its ``provenance`` (the hop goes before
+    it); ValueError naming the file when it has neither."""
+    try:
+        start = lines.index("client_path:\n")
+        return start, lines.index("  provenance:\n", start)
+    except ValueError:
+        raise ValueError(f"{path}: no client_path with a provenance to add the hop to") from None
+
+
 def add_to_profile(path: Path, hop: QuantileTable, when: str) -> None:
     """Write `hop` into the ``client_path`` of the profile at `path` (replacing one there),
     before its ``provenance``, and say so in the header; the text around it is kept."""
     lines = path.read_text().splitlines(keepends=True)
-    try:
-        start = lines.index("client_path:\n")
-        at = lines.index("  provenance:\n", start)
-    except ValueError:
-        raise ValueError(f"{path}: no client_path with a provenance to add the hop to") from None
-    end = at
+    start, at = _client_path_span(path, lines)
     if "  proxy_hop:\n" in lines[start:at]:
         first = lines.index("  proxy_hop:\n", start)
-        lines[first:at] = []
-        at = end = first
+        del lines[first:at]
+        at = first
     body = yaml.safe_dump({"proxy_hop": hop.model_dump()}, sort_keys=False)
-    lines[at:end] = ["  " + line + "\n" for line in body.splitlines()]
+    lines[at:at] = ["  " + line + "\n" for line in body.splitlines()]
     note = f"# Fault proxy hop measured {when} by `python -m testbed.calibration.proxy_hop`.\n"
     lines = [ln for ln in lines if not ln.startswith("# Fault proxy hop measured ")]
     lines.insert(next(i for i, ln in enumerate(lines) if not ln.startswith("#")), note)
@@ -160,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         help="profiles (YAML) to write the measured hop into, in place (default: print only)",
     )  # fmt: skip
     args = ap.parse_args(argv)
+    for path in args.add_to:  # every file checked before the measurement, not after it
+        try:
+            _client_path_span(path, path.read_text().splitlines(keepends=True))
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     hop = measure_proxy_hop()
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(

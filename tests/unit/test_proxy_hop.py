@@ -73,6 +73,18 @@ def test_a_profile_without_a_client_path_is_refused(tmp_path: Path) -> None:
         proxy_hop.add_to_profile(path, _constant(1e-4), "now")
 
 
+def test_the_command_names_a_bad_profile_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("source: measured\n")
+    monkeypatch.setattr(proxy_hop, "measure_proxy_hop", lambda: pytest.fail("measured anyway"))
+    assert proxy_hop.main(["--add-to", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: no client_path with a provenance to add the hop to\n"
+    assert path.read_text() == "source: measured\n"
+
+
 def _cp(hop: QuantileTable | None) -> ClientPath:
     cp = default_profile("rabbitmq", "pika").client_path
     assert cp is not None

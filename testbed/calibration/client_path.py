@@ -4,7 +4,8 @@ A short generated scenario runs through the same machinery as ``mqbed run`` — 
 the broker adapter of the scenario's client library, the recorder — and its records give the
 tables of :class:`testbed.core.client_path.ClientPath`:
 
-- three phases of load, *low*, *mid* and *high* total message rate (``PHASES``); in each,
+- four phases of load, *low*, *mid*, *high* and *quiet* total message rate (``PHASES``; the
+  quiet one last, after the sparse stream); in each,
   consumers that serve in zero time take messages of a small and a large size and small
   persistent messages on durable queues, from a producer that does not wait for confirms and
   from one that does, small transient messages from one that does, and follow-ups the small and
@@ -95,11 +96,11 @@ from testbed.calibration.fan_out import copy_gap, fan_delay
 from testbed.calibration.path_scenario import (
     CHAINS,
     CONFIRMED_TRANSIENT,
+    END,
     FAN,
     HOLD_SERVICE,
     HOLD_UTILISATION,
     IDLE,
-    IDLE_STOP,
     LARGE,
     PHASES,
     SMALL,
@@ -282,7 +283,7 @@ def measure_client_path(
             load = [os.getloadavg()[0]]
             meter = CpuMeter(broker_pids)
             progress(f"calibrating the client path ({kind}/{client}), attempt {attempt}: "
-                     f"~{at(IDLE_STOP, scale) + 10:.0f} s")  # fmt: skip
+                     f"~{at(END, scale) + 10:.0f} s")  # fmt: skip
             deliveries = replicate(path, Path(tmp) / "run")
             foreign, steal = meter.foreign_cores(), meter.steal_cores()
             load.append(os.getloadavg()[0])

@@ -90,8 +90,8 @@ CalibrationOpt = Annotated[
     typer.Option(
         "--calibration", envvar="MQBED_CALIBRATION",
         help="Without --profile: auto = this machine's cached profile, measured first "
-        "(~1 min) when there is none; fresh = measure this machine's client path again now "
-        "(~1 min) and cache it; cached = cached else shipped; shipped = deploy/calibration/.",
+        "(~2 min) when there is none; fresh = measure this machine's client path again now "
+        "(~2 min) and cache it; cached = cached else shipped; shipped = deploy/calibration/.",
     ),
 ]  # fmt: skip
 ThresholdOpt = Annotated[

@@ -68,7 +68,7 @@ from testbed.core.strict import Strict
 
 Client = Literal["pika", "kombu", "stomp"]
 
-PROTOCOL = 9
+PROTOCOL = 10
 """Revision of the calibration that measures a client path. A cached profile measured by an
 earlier one is measured again by the next run (`ClientPath.missing`):
 
@@ -90,7 +90,9 @@ earlier one is measured again by the next run (`ClientPath.missing`):
 8. the delay of a fanned-out message's copies per extra queue (``fan_delay``), and the machine's
    idle time before a publish no longer cut short by a sibling copy's own publish instant;
 9. the first phase's streams primed for 8 s before its window opens (`path_scenario.PRIME`): its
-   first seconds were cold, and the 130 msg/s tables slower than the 244 msg/s ones."""
+   first seconds were cold, and the 130 msg/s tables slower than the 244 msg/s ones;
+10. a quiet phase of 30 msg/s after the sparse stream, the low end of the rate axis: below
+    130 msg/s the tables were clamped to the low phase's, with a loaded machine's tails."""
 
 WAKE_AWAKE = 0.01
 """Idle time (s) within which the machine counts as awake: the baseline of the ``wake`` points
@@ -279,7 +281,8 @@ class ClientPath(Strict):
                     "is spent, confirmed deliveries, follow-ups, the turnaround of a "
                     "prefetch-1 consumer, the gap between fanned-out copies, the wake-up of an "
                     "idle machine, the delivery by the consumer's idle time, the delay of a "
-                    "fanned-out message per extra queue, a primed first phase)")  # fmt: skip
+                    "fanned-out message per extra queue, a primed first phase, a quiet load "
+                    "level)")  # fmt: skip
         if self.cpu_per_op is None:
             return "the Locust process's CPU per operation"
         if not self.confirm:

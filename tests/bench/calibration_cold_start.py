@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from testbed.calibration.path_scenario import IDLE_STOP, PHASES, at, calibration_scenario
+from testbed.calibration.path_scenario import END, PHASES, at, calibration_scenario
 
 CLIENT = {"rabbitmq": "pika", "activemq": "stomp"}
 SLICE = 3.0
@@ -37,7 +37,7 @@ def scenario(kind: str) -> tuple[dict, dict[str, tuple[float, float]]]:
     first = PHASES[0]
     span = first.stop - first.start
     windows = {ph.name: (at(ph.start + 1, 1.0), at(ph.stop, 1.0)) for ph in PHASES}
-    t = at(IDLE_STOP, 1.0) + 2
+    t = at(END, 1.0) + 2  # after every stream of the protocol
     copies = []
     for label, keep_fan in (("again", True), ("nofan", False)):
         for p in s["producers"]:

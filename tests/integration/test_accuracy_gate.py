@@ -36,7 +36,7 @@ from testbed.run import run_scenario
 from tests.integration.quiet import wait_until_quiet
 
 # Both in one xdist group, collected last (tests/conftest.py), each waiting for a quiet machine
-# first (up to 10 min: the other worker's last tests); ~3 min each (calibration ~1 min, 3 × 20 s
+# first (up to 10 min: the other worker's last tests); ~3 min each (calibration ~2 min, 3 × 20 s
 # replications, Spark report; +1.5 min for a second calibration after a miss), so the
 # suite-wide 300 s limit is too short.
 pytestmark = [

@@ -280,7 +280,8 @@ def test_calibration_scenario_is_valid_and_loads_the_hold_consumers_to_0_6() -> 
         assert hold.service_time.kind == "exponential"  # a continuous law (module docstring)
         rho = ph.hold * (HOLD_SERVICE + 0.001) / hold.count
         assert rho == pytest.approx(HOLD_UTILISATION, abs=0.02)  # busy at times, never saturated
-    assert [ph.total for ph in PHASES] == [130.0, 244.0, 438.0]  # the load levels of the tables
+    # the load levels of the tables, the quiet one last (after the sparse stream)
+    assert [ph.total for ph in PHASES] == [130.0, 244.0, 438.0, 30.0]
     assert {p.queue for p in s.producers} >= {"mqbed-cal-small", "mqbed-cal-large"}
 
 
@@ -301,7 +302,7 @@ def _hold_rows(rng: np.random.Generator, n: int, start: float) -> list[tuple[obj
 
 def test_tables_from_records_measure_the_client_cost_of_each_served_message() -> None:
     rng = np.random.default_rng(3)
-    high = PHASES[-1]
+    high = next(ph for ph in PHASES if ph.name == "high")
     rows = []
     for i, t in enumerate(
         np.linspace(at(high.start, 1.0) + 1.1, at(high.stop, 1.0) - 0.1, 300)
@@ -440,7 +441,7 @@ def _turn_rows(rng: np.random.Generator, n: int, start: float) -> list[tuple[obj
 def test_turnaround_points_keep_the_ack_to_start_gaps_of_messages_that_waited() -> None:
     """Only messages published well before the previous ack count (they waited at the broker);
     the turn stream is no delivery point of its own."""
-    high = PHASES[-1]
+    high = next(ph for ph in PHASES if ph.name == "high")
     rows = _turn_rows(np.random.default_rng(5), 600, at(high.start, 1.0) + 1.2)
     cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
     d = pd.DataFrame(rows, columns=cols)
@@ -481,3 +482,35 @@ def test_the_fan_out_stream_shares_one_process_and_sleeps_through_its_burst() ->
     (p,) = [p for p in s.producers if p.exchange == f"mqbed-cal-{FAN}"]
     low = next(ph for ph in PHASES if ph.name == "low")
     assert p.arrival.rate == pytest.approx(low.fan) and low.fan * FAN_WIDTH <= low.total
+
+
+def test_the_quiet_phase_is_the_low_end_of_the_rate_axis() -> None:
+    """Revision 10: deliveries of the quiet phase (after the sparse stream) give tables at its
+    total rate, so a scenario below the low phase's 130 msg/s draws the quiet machine's tail,
+    not the loaded one's; between the two the tables mix in log(rate)."""
+    low = next(ph for ph in PHASES if ph.name == "low")
+    quiet = next(ph for ph in PHASES if ph.name == "quiet")
+    assert quiet.total < low.total and quiet.start > PHASES[2].stop
+    rng = np.random.default_rng(11)
+    rows = []
+    for ph, tail in ((low, 0.004), (quiet, 0.0016)):  # p99-ish tail of each phase
+        ts = np.arange(at(ph.start + 1, 1.0) + 0.005, at(ph.stop, 1.0) - 0.01, 0.004)
+        for i, t in enumerate(ts):  # 4 ms apart: the machine awake, the consumer warm
+            lat = tail if i % 50 == 0 else rng.uniform(0.0006, 0.0009)
+            rows.append(("mqbed-cal-small", "c0", f"{ph.name}{i}", t + lat, lat, None, t + lat))
+    cols = ["queue", "consumer", "msg_id", "t_deliver", "latency_s", "service_s", "t_done"]
+    d = pd.DataFrame(rows, columns=cols).assign(outcome="acked")
+    paths, _, fits = tables_from_records(d)
+    assert sorted(p.rate for p in paths) == [quiet.total, low.total]
+    assert {f.point for f in fits} == {"delivery/low/small", "delivery/quiet/small"}
+    cp = ClientPath(
+        client="pika",
+        delivery=paths,
+        provenance=Provenance(host="t", date="2026-11-29", broker_version="3.10.8", client="pika"),
+    )
+    at_10 = cp.delivery_table(10.0, 200, persistent=False, slope=0.0)
+    at_130 = cp.delivery_table(130.0, 200, persistent=False, slope=0.0)
+    assert at_10.quantile(1.0) == pytest.approx(0.0016, abs=1e-6)  # the quiet tail
+    assert at_130.quantile(1.0) == pytest.approx(0.004, abs=1e-6)
+    between = cp.delivery_table(float(np.sqrt(quiet.total * low.total)), 200, False, 0.0)
+    assert between.quantile(1.0) == pytest.approx((0.0016 + 0.004) / 2, abs=1e-6)

@@ -327,3 +327,11 @@ def test_rendered_numbers_round_trip() -> None:
     lo = parsed["latency"]["base"]["low_load"]
     assert lo["a"] == pytest.approx(asm.profile["latency"]["base"]["low_load"]["a"], rel=1e-3)
     assert isinstance(parsed["memory"]["high_watermark"], float)
+
+
+def test_every_protocol_gives_a_light_load_point_enough_messages_for_a_median() -> None:
+    """A median of two messages is one stall away from a 40 ms point: the quick protocol once
+    had 2 s points at 1 msg/s, and one stalled 100 KB message zeroed the fit's intercept."""
+    for p in (Protocol.quick_protocol(), Protocol.standard(60, 3), Protocol.standard(20, 1)):
+        assert p.low_rate * p.duration >= 10, p
+        assert p.low_rate * 10 <= p.high_rate, p  # still a light load beside the high one

@@ -304,7 +304,7 @@ class FaultSim(ClientFaults, Link):
                         recovered.setdefault(q, []).append((m, attempt))
                     else:
                         self._drop(q, m)
-                self._reconnect_later(c, reconnect_at(now, up), now)
+                self._reconnect_later(c, now, up)
         for q, m, attempt in self.journal.forgotten() if self.forget_acks else ():
             recovered.setdefault(q, []).append((m, attempt))  # its ack was not on disk
             b.mem += b.sizes[m] + b.mem_overhead
@@ -316,7 +316,7 @@ class FaultSim(ClientFaults, Link):
                 q.ready.appendleft((up, m))
         for p in self.model.producers:
             if not p.done and p not in self.dead:
-                self._producer_down(p, reconnect_at(now, up))
+                self._cut_producer(p, now, up)
         if b.blocked and b.mem <= b.mem_threshold:
             b.unblock()
 

@@ -14,7 +14,7 @@ leaves that publish unconfirmed.
 
 from __future__ import annotations
 
-__all__ = ["ClientFaults", "reconnect_at"]
+__all__ = ["ClientFaults", "next_attempt", "reconnect_at"]
 
 import math
 from collections.abc import Iterable
@@ -35,15 +35,26 @@ _CRASHED = OUTCOME_CODES["crashed"]
 _ACKED = OUTCOME_CODES["acked"]
 
 
-def reconnect_at(lost_at: float, up_at: float, first: float = 0.1, cap: float = 2.0) -> float:
-    """When a client that lost the broker at ``lost_at`` is connected again, retrying with the
-    live backoff (sleep 0.1 s doubling to 2 s, then try) against a broker up from ``up_at``."""
-    t, delay = lost_at, first
+FIRST_RETRY = 0.1
+"""The live backoff (``testbed.workload.users``): sleep 0.1 s, try, doubling to 2 s."""
+RETRY_CAP = 2.0
+
+
+def next_attempt(t: float, delay: float, up_at: float) -> tuple[float, float]:
+    """The first connection attempt at or after ``up_at`` of a client that sleeps ``delay``
+    from ``t`` and doubles its sleep (to `RETRY_CAP`) after every failed try; with the sleep
+    that follows it, should that attempt fail too (the broker killed again meanwhile)."""
     while True:
         t += delay
+        delay = min(RETRY_CAP, delay * 2)
         if t >= up_at:
-            return t
-        delay = min(cap, delay * 2)
+            return t, delay
+
+
+def reconnect_at(lost_at: float, up_at: float) -> float:
+    """When a client that lost the broker at ``lost_at`` is connected again, retrying with the
+    live backoff against a broker up from ``up_at`` (and not down again by then)."""
+    return next_attempt(lost_at, FIRST_RETRY, up_at)[0]
 
 
 class ClientFaults:
@@ -137,13 +148,21 @@ class ClientFaults:
             else:
                 self.b.requeue(q, m, attempt)
 
-    def _reconnect_later(self, c: Consumer, t: float, now: float) -> None:
+    def _reconnect_later(self, c: Consumer, now: float, up: float) -> None:
+        """``c`` lost its connection at ``now``; the broker (or the link) takes it again from
+        ``up``. Its backoff goes on through later outages: a client still retrying when the
+        broker is killed again does not start over at 0.1 s (as the live one does not)."""
         self.event("client_down", c.name, {"error": "connection lost"})
-        self.kernel.call_at(t, self._reconnect, (c, now))
+        t, delay = next_attempt(now, FIRST_RETRY, up)
+        self.kernel.call_at(t, self._reconnect, (c, now, delay))
 
     def _reconnect(self, ev: Any) -> None:
-        c, since = ev.value
+        c, since, delay = ev.value
         if c.active or c.queue is None:
+            return
+        if self.killed:  # down again since the attempt was planned: this try fails
+            t, delay = next_attempt(self.kernel.now, delay, self.up_at)
+            self.kernel.call_at(t, self._reconnect, (c, since, delay))
             return
         c.free = max(c.free, self.kernel.now)
         if self.paused:
@@ -153,11 +172,21 @@ class ClientFaults:
             c.start(c.queue)
         self.event("client_up", c.name, {"downtime_s": round(self.kernel.now - since, 6)})
 
-    def _producer_down(self, p: Producer, until: float, crash: str | None = None) -> None:
-        """``p`` is cut off until ``until``: by a lost connection (``client_down``/``client_up``
-        rows) or by its own crash (``crash``: the group's ``fault_end`` row on the restart)."""
+    def _cut_producer(self, p: Producer, now: float, up: float) -> None:
+        """``p`` lost its connection at ``now``; the broker (or the link) takes it from ``up``."""
+        t, delay = next_attempt(now, FIRST_RETRY, up)
+        self._producer_down(p, t, delay=delay)
+
+    def _producer_down(
+        self, p: Producer, until: float, crash: str | None = None, delay: float = FIRST_RETRY
+    ) -> None:
+        """``p`` is cut off until ``until`` (its first connection attempt after the outage):
+        by a lost connection (``client_down``/``client_up`` rows) or by its own crash
+        (``crash``: the group's ``fault_end`` row on the restart). One already retrying keeps
+        its backoff: the planned attempt finds out whether the broker is up."""
         now = self.kernel.now
-        if self.down_until.get(p, -1.0) > until:  # already cut off for longer
+        down = self.down_until.get(p, -1.0)
+        if down > until or (crash is None and down > now):  # already cut off
             return
         self.down_until[p] = until
         waiting = self.awaiting.pop(p, set())  # they stay unconfirmed
@@ -167,10 +196,18 @@ class ClientFaults:
         if until < math.inf:
             if crash is None:
                 self.event("client_down", p.name, {"error": "connection lost"})
-            self.kernel.call_at(until, self._producer_up, (p, now, crash))
+            self.kernel.call_at(until, self._producer_up, (p, now, crash, delay))
 
     def _producer_up(self, ev: Any) -> None:
-        p, since, crash = ev.value
+        p, since, crash, delay = ev.value
+        now = self.kernel.now
+        if self.down_until.get(p) != now:  # superseded by a later, longer cut
+            return
+        if self.killed:  # the broker is down (again): this try fails, the backoff goes on
+            t, delay = next_attempt(now, delay, self.up_at)
+            self.down_until[p] = t
+            self.kernel.call_at(t, self._producer_up, (p, since, crash, delay))
+            return
         if crash is not None:
             group = p.name.rsplit("-", 1)[0]
             self.event("fault_end", group, {"kind": crash, "instances": [p.name]})
@@ -220,17 +257,17 @@ class ClientFaults:
                 continue
             self.give_back(self._disconnect(v, now))
             if restart_after is not None:
-                self.kernel.call_at(now + restart_after, self._restarted, (v, kind, f.target))
+                t = now + restart_after
+                self.kernel.call_at(t, self._restarted, (v, kind, f.target, FIRST_RETRY))
 
     def _instances_of(self, group: str) -> list[Consumer]:
         return [c for c in self.inflight if c.name.rsplit("-", 1)[0] == group]
 
     def _restarted(self, ev: Any) -> None:
-        c, kind, group = ev.value
-        if self.killed:  # reconnects once the broker is back
-            self.kernel.call_at(
-                reconnect_at(self.kernel.now, self.up_at), self._restarted, ev.value
-            )
+        c, kind, group, delay = ev.value
+        if self.killed:  # its first connect fails: it retries with the backoff
+            t, delay = next_attempt(self.kernel.now, delay, self.up_at)
+            self.kernel.call_at(t, self._restarted, (c, kind, group, delay))
             return
         if not c.active and c.queue is not None:
             c.free = max(c.free, self.kernel.now)

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emulator.sim.faults_clients import reconnect_at
 from emulator.sim.links import Link
 from emulator.sim.producers import Producer
 from testbed.core.faultplan import episode_detail, needs_proxy
@@ -140,17 +139,16 @@ class NetFaults(Link):
             return
         now = fs.kernel.now
         ok_at = now if ep.fault == "limit_data" else ep.end
-        again = reconnect_at(now, ok_at)
         sides = SIDES[ep.target]
         if "consumers" in sides:
             for c in list(fs.inflight):
                 if c.active and c.queue is not None:
                     fs.give_back(fs._disconnect(c, now))
-                    fs._reconnect_later(c, again, now)
+                    fs._reconnect_later(c, now, ok_at)
         if "producers" in sides:
             for p in fs.model.producers:
                 if not p.done and p not in fs.dead:
-                    fs._producer_down(p, again)
+                    fs._cut_producer(p, now, ok_at)
 
     def _end(self, ev: Any) -> None:
         ep, modelled = ev.value

@@ -12,7 +12,8 @@ Randomness (reproducible predictions, issue "Emulator"): every component draws f
 component's *name* — ``SeedSequence(seed, spawn_key=(replication, crc32(name)))``, i.e. the
 child of ``SeedSequence(seed).spawn(n)[replication]`` keyed by the name. Adding a producer or a
 consumer therefore never shifts the draws of the others, and the same seed reproduces the same
-tables bit for bit.
+tables bit for bit. The one exception are the producers' send schedules, drawn from
+``testbed.core.seeds.arrival_rng`` as the live producers draw theirs (same intended times).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from testbed.core.profile import Profile
 from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
 from testbed.core.scenario import ClosedArrival, ConsumerSpec, ProducerSpec, Scenario
+from testbed.core.seeds import arrival_rng, replication_seed
 from testbed.core.visibility import dead_letter_queue, holds_head_of_line
 
 UNROUTABLE = OUTCOME_CODES["unroutable"]
@@ -76,6 +77,7 @@ class Model:
         s = self.scenario = scenario
         self.replication = replication
         self.seed = s.seed
+        self.rep_seed = replication_seed(s.seed, replication)  # the live replication's seed
         self.kernel = Kernel()
         self.env = self.kernel.env
         self.rec = Recorder()
@@ -224,7 +226,7 @@ class Model:
                 max_messages=spec.max_messages,
                 times=None
                 if closed
-                else schedule(arrival, self._stream(base + ":arrivals"), start, stop),
+                else schedule(arrival, arrival_rng(self.rep_seed, spec.name, i), start, stop),
                 think=arrival.think_time.sampler(self._stream(base + ":think"), batch)
                 if isinstance(arrival, ClosedArrival)
                 else None,

@@ -33,6 +33,7 @@ from typing import Any
 from testbed.exceptions import FaultError
 from testbed.faults.api import ApiServer
 from testbed.faults.link import LOOPBACK, Link, listening_socket
+from testbed.faults.precise_selector import precise_event_loop
 from testbed.faults.toxics import ConflictError, NotFoundError, ToxicError
 
 
@@ -108,7 +109,7 @@ class FaultProxy:
         """Start the loop thread (and the HTTP API); returns self. Idempotent."""
         if self._thread is not None:
             return self
-        loop = asyncio.new_event_loop()
+        loop = precise_event_loop()  # a toxic's timers fire on time, not up to 1 ms late
         ready = threading.Event()
 
         def run() -> None:

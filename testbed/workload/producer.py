@@ -15,6 +15,7 @@ from __future__ import annotations
 
 __all__ = ["ProducerLoop", "body_of"]
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -68,12 +69,16 @@ class ProducerLoop:
         should_stop: Callable[[], bool] = lambda: False,
         send_type: bool = True,
         router: Callable[[], str] | None = None,
+        arrivals: np.random.Generator | None = None,
     ):
+        """`rng` draws sizes and routing keys; `arrivals` (default `rng`) the send schedule,
+        which `testbed.core.seeds.arrival_rng` pairs with the simulator's."""
         self.spec = spec
         self.adapter = adapter
         self.recorder = recorder
         self.clock = clock
         self.rng = rng
+        self.arrivals = rng if arrivals is None else arrivals
         self.name = instance
         self.stop_at = min(stop_at, spec.stop) if spec.stop is not None else stop_at
         self.should_stop = should_stop
@@ -257,14 +262,20 @@ class ProducerLoop:
         n = 0
         resume = self.resume_at
         if self._schedule is None:  # one schedule for the instance's life, across restarts
-            self._schedule = schedule(self.spec.arrival, self.rng, self.spec.start, self.stop_at)
+            self._schedule = schedule(
+                self.spec.arrival, self.arrivals, self.spec.start, self.stop_at
+            )
         for t_intended in self._schedule:
             if t_intended < resume:
                 self._missed(t_intended)  # due while the producer was down: counted, not hidden
                 continue
             if self.sent >= limit or self.should_stop():
                 break
-            self._wait_until(producer, t_intended)
+            try:
+                self._wait_until(producer, t_intended)
+            except BaseException:  # cut off while waiting for it: the send is still due
+                self._schedule = itertools.chain([t_intended], self._schedule)
+                raise
             self._publish(producer, t_intended, burst=True)
             n += 1
             if self.spec.confirms and (n & 63) == 0:

@@ -23,6 +23,7 @@ from locust.exception import StopUser
 
 from testbed.brokers import make_adapter
 from testbed.core.scenario import Scenario
+from testbed.core.seeds import arrival_rng
 from testbed.workload.consumer import ConsumerLoop
 from testbed.workload.crashes import ClientCrash
 from testbed.workload.process import (
@@ -97,13 +98,8 @@ class _MqbedUser(User):
                 if crash.restart_after is None or st.stopping:
                     raise StopUser() from None
                 time.sleep(crash.restart_after)
-                if st.stopping:
+                if st.stopping or not self._restart(st):
                     raise StopUser() from None
-                try:
-                    self.adapter = self._connect()
-                except Exception as e:
-                    self._failed("restart", e)
-                    raise
                 self.loop.adapter = self.adapter
                 resume_at = st.clock.now()
                 st.register(self)
@@ -136,6 +132,20 @@ class _MqbedUser(User):
 
     def _run(self, st: Process, resume_at: float) -> None:
         self.loop.run(resume_at) if self.kind == 0 else self.loop.run()
+
+    def _restart(self, st: Process) -> bool:
+        """Connect again after a crash; a broker that is down meanwhile (a kill during the
+        restart time) is retried with the backoff of a lost connection, as the simulator's
+        restarted clients are. False if it gave up."""
+        try:
+            self.adapter = self._connect()
+            return True
+        except Exception as e:
+            if not isinstance(e, type(self.loop.adapter).connection_errors):
+                self._failed("restart", e)
+                raise
+            log.debug("restart of %s found the broker down: %s", self.name, e)
+        return self._reconnect(st)
 
     def _reconnect(self, st: Process) -> bool:
         """Bounded exponential backoff (0.1 s doubling to 2 s) until connected, the run stops,
@@ -192,6 +202,7 @@ class ProducerUser(_MqbedUser):
             st.config.stop_producers_at,
             send_type=any(f.on is not None for c in st.scenario.consumers for f in c.follow_ups),
             router=self._router(st, spec.queue),
+            arrivals=arrival_rng(st.config.seed, spec.name, self.index, st.worker_index),
         )
 
     def _router(self, st: Process, queue: str | None) -> AliasRouter | None:

@@ -105,7 +105,9 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     whole = cp.delivery_table(244.0, 200, False, 0.0)
     assert 0 < turn.quantile(0.5) < whole.quantile(0.5), (turn.q, whole.q)
     # transient deliveries from a producer that asks for receipts have points of their own
-    assert {p.rate for p in cp.delivery if p.confirms and not p.persistent} == {130.0, 244.0, 438.0}
+    # (the quiet phase's 30 msg/s one when its short --quick phase reached 50 deliveries)
+    receipts = {p.rate for p in cp.delivery if p.confirms and not p.persistent}
+    assert {130.0, 244.0, 438.0} <= receipts <= {30.0, 130.0, 244.0, 438.0}, receipts
     # the sparse stream's wake-up points (too few awake deliveries in a quick one: none)
     pairs = zip(cp.wake, cp.wake[1:], strict=False)
     assert all(a.idle < b.idle and a.extra <= b.extra for a, b in pairs)

@@ -36,7 +36,9 @@ def test_kill_and_crash_predicted_like_measured(
         .replace(
             "{kind: latency, at: 40s, duration: 10s, side: consumers, direction: downstream, "
             "latency: 50ms}",
-            "{kind: consumer_crash, at: 18s, target: fulfil, restart_after: 1s}",
+            "{kind: consumer_crash, at: 18s, target: fulfil, restart_after: 1s}\n"
+            # restarts at 3.5 s, with the broker down: it retries until the broker is back
+            "  - {kind: consumer_crash, at: 2.5s, target: fulfil, restart_after: 1s}",
         )
     )
     f = tmp_path / "s.yaml"
@@ -53,6 +55,15 @@ def test_kill_and_crash_predicted_like_measured(
     # the prediction has 3 replications: its ledger.json is their sum; pair replication 0
     predicted = json.loads((run_dir / "predicted" / "ledger.r0.json").read_text())
     assert measured["lost"] == 0 and predicted["lost"] == 0  # PCM: nothing confirmed is lost
+    # both sides draw the send schedule from the same stream (testbed.core.seeds.arrival_rng):
+    # the same Poisson intended times, sends missed while the broker was down included
+    sched = {}
+    for side in ("measured", "predicted"):
+        m = pq.read_table(run_dir / side / "messages.parquet").to_pandas()
+        sched[side] = m[m.replication == 0].t_intended.sort_values().to_numpy()
+    ms, ps = sched["measured"], sched["predicted"]
+    assert len(ms) == len(ps), (len(ms), len(ps), ms[-3:], ps[-3:], ms[:3], ps[:3])
+    assert abs(ms - ps).max() < 1e-6
     # sends missed while the broker restarts (~5-8 s at 100/s) are unconfirmed on both sides
     missed_m = measured["sent"] - measured["confirmed"]
     missed_p = predicted["sent"] - predicted["confirmed"]
@@ -76,7 +87,15 @@ def test_kill_and_crash_predicted_like_measured(
     up_m = em[em.kind == "broker_up"].t.iloc[0]
     up_p = ep[ep.kind == "broker_up"].t.iloc[0]
     assert up_p > down_p + 0.5 and up_m > down_m + 0.5
-    # the consumer crash: both sides record it and redeliver what it held
-    crash_p = ep[(ep.kind == "fault_start") & (ep.target == "fulfil")]
+    # a consumer restarting while the broker is down retries with the backoff: its restart
+    # (the crash's fault_end) comes once the broker is up again, on both sides, and the live
+    # user does not die of the refused connection
+    assert "user_error" not in set(em.kind), em[em.kind == "user_error"].detail.tolist()
+    for ev, up in ((em, up_m), (ep, up_p)):
+        ends = ev[(ev.kind == "fault_end") & (ev.target == "fulfil")].t
+        # (live clients may connect a little before the health check reports the broker up)
+        assert len(ends) == 2 and up - 0.5 <= ends.iloc[0] < up + 2.5, (ends.tolist(), up)
+    # the consumer crash at 18 s: both sides record it and redeliver what it held
+    crash_p = ep[(ep.kind == "fault_start") & (ep.target == "fulfil") & (ep.t > 10)]
     assert len(crash_p) == 1 and crash_p.t.iloc[0] == pytest.approx(18.0)
     assert predicted["delivered_unique"] == predicted["confirmed"] + predicted["recovered"]

@@ -200,7 +200,9 @@ def test_a_consumer_outage_drops_what_is_published_meanwhile(
     assert acked[(acked.t_deliver > back + 0.1)].shape[0] > 150  # it receives again (~300)
     known = set(in_window.msg_id) | set(early.msg_id)
     extra = undelivered[~undelivered.msg_id.isin(known)]
-    assert len(extra) <= 3, extra.to_dict("records")  # at most what the consumer held
+    # at most what the consumer held: its prefetch (10). Usually one or two, with a 1 ms
+    # service; a client stalled just before the crash held four (kombu, 2026-11-29)
+    assert len(extra) <= 10, extra.to_dict("records")
     if mandatory:
         returned = d[d.outcome == "unroutable"]
         assert set(returned.msg_id) <= known, set(returned.msg_id) - known

@@ -176,3 +176,46 @@ def test_empty_window_and_bad_arguments() -> None:
         schedule(arr, rng(), start=-1.0)
     with pytest.raises(ValueError, match="phase"):
         list(schedule(ConstantArrival(kind="constant", rate=1.0), rng(), stop=2.0, phase=1.5))
+
+
+PAIRED = """
+name: paired
+seed: 11
+duration: 5s
+topology: {queues: [{name: q}]}
+producers:
+  - {name: a, queue: q, count: 2, arrival: {kind: poisson, rate: 40/s}}
+consumers:
+  - {name: c, queue: q, service_time: 1ms}
+"""
+
+
+@pytest.mark.parametrize("replication", [0, 2])
+def test_the_simulator_sends_on_the_live_schedule_of_its_replication(replication: int) -> None:
+    """Replication r of a prediction sends at the intended times live replication r draws
+    (`testbed.core.seeds.arrival_rng`, which `testbed.workload.users` hands every live
+    producer instance): common random numbers, so a throughput compared between the two is
+    not two draws of the Poisson count apart. A second group leaves the first one's times."""
+    from emulator.sim.model import Model
+    from testbed.core.profile import Profile
+    from testbed.core.scenario_loader import parse_scenario
+    from testbed.core.seeds import arrival_rng, replication_seed
+
+    def intended(text: str) -> dict[str, list[float]]:
+        s, issues = parse_scenario(text)
+        assert s is not None, issues
+        m = Model(s, Profile.zero(), replication).run().tables["messages"].to_pandas()
+        return {str(p): sorted(g.t_intended) for p, g in m.groupby("producer")}
+
+    got = intended(PAIRED)
+    seed = replication_seed(11, replication)
+    for i in range(2):
+        live = list(
+            schedule(PoissonArrival(kind="poisson", rate=40.0), arrival_rng(seed, "a", i), 0.0, 5.0)
+        )
+        assert got[f"a-{i}"] == pytest.approx(live, abs=1e-12)
+    assert got["a-0"] != got["a-1"]
+    more = PAIRED.replace(
+        "consumers:", "  - {name: b, queue: q, arrival: {kind: poisson, rate: 10/s}}\nconsumers:"
+    )
+    assert intended(more)["a-0"] == got["a-0"]

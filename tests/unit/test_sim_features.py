@@ -128,7 +128,12 @@ def test_fanout_copies_and_per_destination_routing_cost() -> None:
     m, d, _ = frames(res)
     assert (d.groupby("msg_id").queue.nunique() == 3).all()
     assert len(d) == 3 * len(m)
-    assert np.allclose(m.t_confirm - m.t_publish, 0.002)  # two extra destinations
+    # two extra destinations, 1 ms each, on the broker's one routing stage: a publish within
+    # 2 ms of the one before waits for it (Poisson 5/s draws such a pair now and then)
+    m = m.sort_values("t_publish")
+    start = np.maximum(m.t_publish.to_numpy()[1:], m.t_confirm.to_numpy()[:-1])
+    assert np.allclose(m.t_confirm.to_numpy()[1:] - start, 0.002)
+    assert (m.t_confirm - m.t_publish).min() == pytest.approx(0.002)
     assert res.ledger.duplicated == 0 and res.ledger.lost == 0
 
 

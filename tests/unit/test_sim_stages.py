@@ -8,6 +8,8 @@ measured delivery would cut the table off at zero.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -144,5 +146,8 @@ def test_at_light_load_the_prediction_is_the_measured_table(
     lat = d.latency_s.to_numpy()
     assert len(lat) > 400
     assert lat.min() >= SAMPLE.min() * 0.99  # never below the fastest measured delivery
-    for p in (10, 50, 90):
-        assert np.percentile(lat, p) == pytest.approx(np.percentile(SAMPLE, p), rel=0.08), p
+    # the share of deliveries below each of the table's deciles is that decile, within four
+    # binomial standard errors of a sample this size (what the draws allow, not a percentage)
+    for p in (0.1, 0.5, 0.9):
+        below = float(np.mean(lat <= np.quantile(SAMPLE, p)))
+        assert abs(below - p) < 4 * math.sqrt(p * (1 - p) / len(lat)), (p, below)

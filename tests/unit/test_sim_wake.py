@@ -107,7 +107,15 @@ def test_a_sparse_scenario_pays_the_wake_up_and_its_follow_ups_do_not() -> None:
         extra = (after - before.reindex(after.index)).dropna().to_numpy()
         assert len(extra) > 200, queue
         if queue == "b":
-            assert np.abs(extra).max() < 1e-9
+            # a follow-up right behind another one on the same consumer (within 50 ms) is
+            # delivered by that consumer's state, which the earlier one's woken parent moved:
+            # only the isolated ones are the same message by message
+            # (2 msg/s Poisson: about e^-0.1 = 90 % of them)
+            sent = (woken[woken.queue == "b"].set_index("msg_id").t_deliver - after).sort_values()
+            isolated = (sent.diff() > 0.05).reindex(after.index)
+            diff = (after - before.reindex(after.index))[isolated].dropna()
+            assert len(diff) > 0.8 * len(extra)
+            assert np.abs(diff.to_numpy()).max() < 1e-9
             continue
         assert extra.min() >= -1e-9 and extra.max() <= 0.0006 + 1e-9
         assert np.median(extra) == pytest.approx(0.0006)

@@ -72,23 +72,13 @@ def test_reconnect_follows_the_live_backoff() -> None:
     assert reconnect_at(0.0, 3.2) == pytest.approx(5.1)
 
 
-TWO_KILLS = """
-name: two-kills
-seed: 5
-duration: 15s
-drain_timeout: 30s
-topology:
-  queues: [{name: q, durable: true}]
-producers:
-  - {name: p, queue: q, arrival: {kind: constant, rate: 10/s}, size: 100B,
-     persistent: true, confirms: true}
-consumers:
-  - {name: c, queue: q, ack: after_processing, prefetch: 10,
-     service_time: {kind: deterministic, value: 1ms}}
-faults:
-  - {kind: broker_kill, at: 5s, duration: 1s}
-  - {kind: broker_kill, at: 8.05s, duration: 1s}
-"""
+TWO_KILLS = (
+    KILL.format(durable="true", persistent="true", confirms="true", ack="after_processing")
+    .replace("name: kill", "name: two-kills")
+    .replace("duration: 10s", "duration: 15s")
+    .replace("start: 12s, ", "")  # the consumer from the start
+    + "  - {kind: broker_kill, at: 8.05s, duration: 1s}\n"
+)
 
 
 @pytest.mark.usefixtures("restart_two_seconds")

@@ -62,21 +62,19 @@ from __future__ import annotations
 __all__ = [
     "FaultSim",
     "install_faults",
-    "reconnect_at",
 ]
 
 from typing import TYPE_CHECKING, Any
 
 from emulator.sim.ack_journal import AckJournal
 from emulator.sim.consumers import _PROCESSING, Consumer
-from emulator.sim.faults_clients import _ACKED, ClientFaults, reconnect_at
+from emulator.sim.faults_clients import _ACKED, ClientFaults
 from emulator.sim.faults_net import NetFaults
 from emulator.sim.links import Link
 from emulator.sim.producers import Producer
 from testbed.core.availability import ack_loss_seconds, kill_teardown_seconds, restart_seconds
 from testbed.core.broker_kinds import KINDS
 from testbed.core.faultplan import episode_detail, plan_crashes, plan_faults
-from testbed.core.seeds import replication_seed
 
 if TYPE_CHECKING:
     from emulator.sim.model import Model
@@ -101,7 +99,7 @@ class FaultSim(ClientFaults, Link):
             with_writes=facts is not None and facts.acks_with_writes,
         )
         self.teardown_s = kill_teardown_seconds(s.broker.kind, model.costs.profile)
-        self.seed = replication_seed(s.seed, model.replication)
+        self.seed = model.rep_seed  # the live replication's (Model derives it once)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
         model.broker.on_written = self._written

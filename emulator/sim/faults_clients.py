@@ -14,7 +14,7 @@ leaves that publish unconfirmed.
 
 from __future__ import annotations
 
-__all__ = ["ClientFaults", "next_attempt", "reconnect_at"]
+__all__ = ["ClientFaults", "FIRST_RETRY", "next_attempt"]
 
 import math
 from collections.abc import Iterable
@@ -49,12 +49,6 @@ def next_attempt(t: float, delay: float, up_at: float) -> tuple[float, float]:
         delay = min(RETRY_CAP, delay * 2)
         if t >= up_at:
             return t, delay
-
-
-def reconnect_at(lost_at: float, up_at: float) -> float:
-    """When a client that lost the broker at ``lost_at`` is connected again, retrying with the
-    live backoff against a broker up from ``up_at`` (and not down again by then)."""
-    return next_attempt(lost_at, FIRST_RETRY, up_at)[0]
 
 
 class ClientFaults:

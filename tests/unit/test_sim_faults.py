@@ -12,7 +12,7 @@ import pytest
 from emulator import analytic
 from emulator.sim import faults as sim_faults
 from emulator.sim.ack_journal import AckJournal
-from emulator.sim.faults import reconnect_at
+from emulator.sim.faults_clients import FIRST_RETRY, next_attempt
 from emulator.sim.model import Model, SimResult
 from testbed.analysis.qos import broker_uptime
 from testbed.core import availability as core_availability
@@ -63,6 +63,11 @@ consumers:
 faults:
   - {{kind: broker_kill, at: 5s, duration: 1s}}
 """
+
+
+def reconnect_at(lost_at: float, up_at: float) -> float:
+    """When a client that lost the broker at ``lost_at`` is back, for a broker up from ``up_at``."""
+    return next_attempt(lost_at, FIRST_RETRY, up_at)[0]
 
 
 def test_reconnect_follows_the_live_backoff() -> None:

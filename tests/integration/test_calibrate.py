@@ -33,7 +33,7 @@ def _quick(endpoint: BrokerEndpoint, out: Path) -> float:
     assert prof.source == "measured" and prof.broker.kind == endpoint.kind
     assert prof.broker.version and prof.broker.version != "unknown"
     for cfg in ("base", "prefetch1", "confirms"):
-        assert cfg in prof.latency, cfg
+        assert cfg in prof.latency, (cfg, prof.notes)
     base = prof.latency["base"]
     shipped = default_profile(endpoint.kind).latency["base"]
     side = json.loads(sidecar_path(out).read_text())

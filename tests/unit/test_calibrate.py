@@ -181,6 +181,20 @@ def test_point_reduction_drops_warmup_and_flags_backlog() -> None:
     assert ps2.saturated and "not delivered" in ps2.reason and "grows" in ps2.reason
 
 
+def test_one_stalled_message_at_the_end_of_a_light_point_is_no_backlog() -> None:
+    """Ten messages at 5 msg/s, the last stalled 68 ms by the disk: the point is light load
+    with one slow delivery, not a queue building up (a quarter's median is two messages)."""
+    spec = StreamSpec("t", "prefetch1", "low", 100, 5.0, warmup=0.0, duration=2.0)
+    rec = StreamRecord(spec)
+    t0 = 1_000_000_000_000
+    for i in range(spec.n_total):
+        rec.sent[i] = (t0 + i * 200_000_000, 20_000, 0.0)
+        stall = 68_700_000 if i == spec.n_total - 1 else 0
+        rec.received.append((i, 0, 1_200_000 + stall, 30_000))
+    ps = reduce_point(rec)
+    assert ps.received == 10 and not ps.saturated, ps.reason
+
+
 # --- assembly ----------------------------------------------------------------------------------
 
 

@@ -48,9 +48,12 @@ if TYPE_CHECKING:
     from emulator.sim.links import Links
     from emulator.sim.queues import Queue
     from emulator.sim.wake import WakeClock
+    from testbed.core.profile import ColdStart
 
 Sender = Any  # a Producer or a Consumer publishing follow-ups: .channel_free, .on_confirm
 
+COLD_SPAN = 8.0
+"""A restarted broker's slow start ends after this many of its decay times (e^-8 < 0.1 %)."""
 RETURNED = 3
 """``notify`` of a confirmed publish the broker returned (``mandatory``): the answer reaches
 the producer (a closed loop goes on) but is a failed confirm, so nothing is recorded (as
@@ -92,6 +95,8 @@ class Broker:
         self.couple_copies = False
         self.wake: WakeClock | None = None  # set with a measured wake-up (emulator.sim.wake)
         self._woken: dict[int, float] = {}  # published after idle time, not yet routed
+        self.cold: ColdStart | None = None  # restarted and still slow (``cold_start``)
+        self._cold_from = 0.0
         self._u = uniforms(stream(seed, rep, "broker:copies"))
         self._order = random.Random(int(stream(seed, rep, "broker:order").integers(2**63)))
         expected = 1e5
@@ -117,10 +122,23 @@ class Broker:
             w = wake.publish(self.env.now)
             if w > 0.0:
                 self._woken[m] = w
+        cold = self.cold
+        if cold is not None:
+            since = self.env.now - self._cold_from
+            if since > COLD_SPAN * cold.tau_s:
+                self.cold = None
+            else:
+                extra += cold.at(since)
         link = self.link
         if link is not None and link.upstream is not None:
             extra = link.upstream(sender, m, extra)
         self.call(self.d + extra, self._arrive, (sender, m, queues, notify, persistent))
+
+    def cold_start(self, cold: ColdStart | None) -> None:
+        """The broker is healthy again after a restart, now: it delivers ``cold.at(t)``
+        slower ``t`` seconds later (the profile's ``restart_time.cold``, docs/models.md §6)."""
+        if cold is not None and cold.extra_s > 0.0:
+            self.cold, self._cold_from = cold, self.env.now
 
     def _arrive(self, ev: Any) -> None:
         self.accept(*ev.value)

@@ -27,6 +27,8 @@ mirroring the live side (``testbed/faults``, ``testbed/workload``):
   ``emulator.sim.ack_journal``: on RabbitMQ those after the last persistent write, elsewhere
   those of the last ``restart_time.ack_loss_s`` seconds before the signal (else the broker
   kind's figure, ``testbed.core.availability.ack_loss_seconds``).
+  After the restart the broker is slow for a while: ``Broker.cold_start`` adds the profile's
+  ``restart_time.cold`` (``extra · e^(−t/τ)``, measured) to publishes t s after it is up.
   Clients reconnect with the live bounded backoff (0.1 s doubling to 2 s); sends an open-loop
   producer had due before it reconnected are ``messages`` rows without publish time (sent,
   never confirmed).
@@ -99,6 +101,8 @@ class FaultSim(ClientFaults, Link):
             with_writes=facts is not None and facts.acks_with_writes,
         )
         self.teardown_s = kill_teardown_seconds(s.broker.kind, model.costs.profile)
+        rt = model.costs.profile.restart_time if model.costs.profile is not None else None
+        self.cold = rt.cold if rt is not None else None  # the slow first seconds after a start
         self.seed = model.rep_seed  # the live replication's (Model derives it once)
         self.stop = float(s.duration)
         self.persistent: set[int] = set()
@@ -327,6 +331,7 @@ class FaultSim(ClientFaults, Link):
         ep, end, node = ev.value
         self.killed = False
         self.b.up = not self.paused
+        self.b.cold_start(self.cold)
         self.event("fault_end", ep.target, end)
         self.event("broker_up", ep.target, {"node": node, "kind": ep.fault})
 

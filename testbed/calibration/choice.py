@@ -92,7 +92,8 @@ def choose_profile(
         fresh=calibration == "fresh",
     )
     known = choice.profile.restart_time
-    current = known is not None and known.kill_s is not None  # (else from before kills were timed)
+    # (else from before kills were timed, or before the cold start after one was)
+    current = known is not None and known.kill_s is not None and known.cold is not None
     if restart_probe is None or (current and calibration != "fresh"):
         return choice
     progress("measuring this machine's broker restart time (kill -> healthy)")

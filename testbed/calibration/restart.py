@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.calibration.ack_loss import LOAD_S, AckLoad, KillLosses
+from testbed.calibration.cold_start import Sample, cold_stream, fit_cold
 from testbed.core.faultplan import is_broker_target
 from testbed.core.profile import RestartTime
 
@@ -61,13 +62,16 @@ def measure_restart(
     repeats: int = RESTART_REPEATS,
     progress: Callable[[str], None] = lambda line: None,
     client: str | None = None,
+    cold: bool = True,
 ) -> RestartTime:
-    """Kill `node` and start it again `repeats` times; the restart → healthy times, and with
+    """Kill `node` and start it again `repeats` times; the restart → healthy times, with
+    `cold` the slow first seconds after each (`testbed.calibration.cold_start`), and with
     a `client` library the acks each kill forgot and how long clients still talked to the
     dying broker (`testbed.calibration.ack_loss`; without a load, the signal → gone time)."""
     samples: list[float] = []
     kills: list[float] = []
     losses: list[KillLosses] = []
+    streams: list[list[Sample]] = []
     for i in range(repeats):
         load = _acked_load(backend, node, client, progress)
         if load is not None:
@@ -81,8 +85,11 @@ def measure_restart(
         kills.append(took if took is not None else t0 - t_kill)
         backend.restart_node(node, timeout=RESTART_TIMEOUT)
         samples.append(time.monotonic() - t0)
+        healthy_ns = time.time_ns()
         progress(f"broker restart {i + 1}/{repeats}: killed in {kills[-1] * 1000:.0f} ms, "
                  f"healthy after {samples[-1]:.1f} s")  # fmt: skip
+        if cold:
+            streams.append(_cold(backend, node, healthy_ns, i, progress))
         if load is not None:
             load.stop()
             lost = _count_losses(load, _endpoint(backend, node), t_kill, t0, progress)
@@ -100,7 +107,26 @@ def measure_restart(
         ack_loss_s=round(statistics.fmean(windows), 4) if windows else None,
         acks_forgotten=[k.forgotten for k in acked],
         kill_s=round(statistics.fmean(voids or kills), 4),
+        cold=fit_cold(streams) if cold else None,
     )
+
+
+def _cold(
+    backend: Restartable, node: str, healthy_ns: int, i: int, progress: Callable[[str], None]
+) -> list[Sample]:
+    """The deliveries of the stream right after restart `i` (none when it failed: the restart
+    time stands without it)."""
+    try:
+        got = cold_stream(_endpoint(backend, node), healthy_ns, f"mqbed-cal-cold{i}")
+    except Exception as e:  # a broker that refuses the stream still has a restart time
+        progress(f"  no stream after the restart ({type(e).__name__}: {e})")
+        return []
+    head = sorted(x for t, x in got if t < 2.0)
+    tail = sorted(x for t, x in got if t >= max((t for t, _ in got), default=0.0) - 4.0)
+    if head and tail:
+        progress(f"  deliveries after the restart: median {head[len(head) // 2] * 1000:.2f} ms "
+                 f"in the first 2 s, {tail[len(tail) // 2] * 1000:.2f} ms at the end")  # fmt: skip
+    return got
 
 
 def _endpoint(backend: Restartable, node: str) -> BrokerEndpoint:

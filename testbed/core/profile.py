@@ -42,6 +42,7 @@ __all__ = [
     "LatencyVariants",
     "MomentFit",
     "RestartTime",
+    "ColdStart",
     "BrokerInfo",
     "RoutingCost",
     "ThreadsSpec",
@@ -130,6 +131,23 @@ class MomentFit(Strict):
         return fit(m, self.sd)
 
 
+class ColdStart(Strict):
+    """A freshly restarted broker's slow first seconds: its deliveries take
+    ``extra_s · exp(-t / tau_s)`` longer, t seconds after it is healthy again
+    (`testbed.calibration.cold_start`)."""
+
+    extra_s: NonNeg
+    """Extra delivery latency at the moment the broker is healthy (s)."""
+    tau_s: float = Field(gt=0)
+    """Its decay time (s)."""
+    rate: float = Field(gt=0)
+    """msg/s of the stream it was measured on."""
+
+    def at(self, t: float) -> float:
+        """The extra latency (s) of a delivery `t` seconds after the broker was healthy."""
+        return self.extra_s * math.exp(-t / self.tau_s) if t >= 0.0 else 0.0
+
+
 class RestartTime(MomentFit):
     """A broker's restart after a kill until healthy (s), over ``samples`` measurements."""
 
@@ -148,6 +166,8 @@ class RestartTime(MomentFit):
     lost in flight over the publish rate, else the signal → process gone time; None: not
     measured, the broker kind's figure applies (`testbed.core.availability.
     kill_teardown_seconds`)."""
+    cold: ColdStart | None = None
+    """The slow first seconds after a restart (None: not measured, none applied)."""
 
 
 class BrokerInfo(Strict):

@@ -118,4 +118,7 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     assert "broker restart 1/1: killed in" in done.stderr and "healthy after" in done.stderr
     # the same kill counted the publishes it lost in flight: how long clients talked to it
     assert "publishes lost in flight" in done.stderr and restart.kill_s is not None, restart
+    # the stream after the restart: its slow first seconds (docs/models.md §6)
+    assert "deliveries after the restart: median" in done.stderr, done.stderr[-3000:]
+    assert restart.cold is not None and restart.cold.extra_s >= 0, restart
     assert not list((home / "runs").glob("*/state.json")), "the calibration's broker was left"

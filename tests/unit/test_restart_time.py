@@ -17,7 +17,7 @@ from testbed.calibration.choice import choose_profile
 from testbed.calibration.machine import cache_path, write_profile
 from testbed.calibration.restart import needs_restart_time
 from testbed.core.availability import RESTART_S, restart_seconds
-from testbed.core.profile import Profile, RestartTime, default_profile, load_profile
+from testbed.core.profile import ColdStart, Profile, RestartTime, default_profile, load_profile
 from testbed.core.scenario_loader import parse_scenario
 
 BASE = """
@@ -29,7 +29,10 @@ topology: {queues: [{name: q}]}
 producers: [{name: p, queue: q, arrival: 10/s, size: 100B}]
 consumers: [{name: c, queue: q, service_time: 1ms}]
 """
-MEASURED = RestartTime(mean=11.5, sd=2.0, samples=2, date="2026-11-25T00:00:00+00:00", kill_s=0.03)
+MEASURED = RestartTime(
+    mean=11.5, sd=2.0, samples=2, date="2026-11-25T00:00:00+00:00", kill_s=0.03,
+    cold=ColdStart(extra_s=1e-3, tau_s=3.0, rate=50.0),
+)  # fmt: skip
 
 
 def scenario(faults: str = "") -> object:
@@ -115,14 +118,16 @@ def test_a_run_measures_the_restart_once_and_caches_it(tmp_path: Path) -> None:
     assert choose().restart_time == MEASURED and len(calls) == 1
 
 
+@pytest.mark.parametrize("missing", ["kill_s", "cold"])
 def test_a_restart_time_measured_before_kills_were_timed_is_measured_again(
-    tmp_path: Path,
+    tmp_path: Path, missing: str
 ) -> None:
-    """A cached figure without ``kill_s`` (an older calibration) lacks the kill's teardown the
-    simulator now needs: the probe runs again and the cache gets the new figure."""
+    """A cached figure without ``kill_s`` or ``cold`` (an older calibration) lacks the kill's
+    teardown or the slow start the simulator now needs: the probe runs again and the cache
+    gets the new figure."""
     s = scenario("  - {kind: broker_kill, at: 2s, duration: 1s}\n")
     cached = cache_path(tmp_path, "rabbitmq", "3.10.8", "pika")
-    old = MEASURED.model_copy(update={"kill_s": None})
+    old = MEASURED.model_copy(update={missing: None})
     write_profile(
         default_profile("rabbitmq", "pika").model_copy(update={"restart_time": old}), cached
     )

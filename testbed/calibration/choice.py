@@ -26,6 +26,7 @@ from __future__ import annotations
 __all__ = ["CALIBRATION_MODES", "ProfileChoice", "choose_profile", "profile_without_broker"]
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from testbed.calibration.client_path import Replicate
@@ -38,6 +39,7 @@ from testbed.calibration.machine import (
 from testbed.core.profile import RestartTime, default_profile, load_profile, shipped_profile_path
 from testbed.core.scenario import Scenario
 from testbed.exceptions import ConfigurationError
+from testbed.observe.cpu_speed import speed_check
 
 CALIBRATION_MODES = ("auto", "fresh", "cached", "shipped")
 
@@ -91,6 +93,7 @@ def choose_profile(
         broker_pids=broker_pids,
         fresh=calibration == "fresh",
     )
+    choice = replace(choice, speed=speed_check(choice.profile, progress))
     known = choice.profile.restart_time
     # (else from before kills were timed, or before the cold start after one was)
     current = known is not None and known.kill_s is not None and known.cold is not None
@@ -104,4 +107,4 @@ def choose_profile(
     lost += "" if measured.ack_loss_s is None else f", {measured.ack_loss_s * 1000:.0f} ms of acks"
     progress(f"broker restart time {measured.mean:.1f} s (sd {measured.sd:.1f} s, "
              f"{measured.samples} kills{lost}); cached in {choice.path}")  # fmt: skip
-    return ProfileChoice(updated, choice.path, choice.origin)
+    return replace(choice, profile=updated)

@@ -123,6 +123,7 @@ from testbed.core.client_path import (
 )
 from testbed.core.consumer_idle import IdlePoint
 from testbed.core.quantiles import quantile_table
+from testbed.observe.cpu_speed import loop_ms
 from testbed.observe.foreign_load import CpuMeter
 from testbed.observe.process_cpu import ProcessUsage, cpu_per_op, cpu_split, read_usage
 
@@ -337,5 +338,6 @@ def measure_client_path(
             rejected=rejected,
             foreign_cores=round(foreign, 3),
             busy=foreign > FOREIGN_CPU_LIMIT,
+            cpu_loop_ms=loop_ms(),
         ),
     )

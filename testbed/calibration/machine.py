@@ -35,6 +35,9 @@ class ProfileChoice:
     path: Path
     origin: str
     """``"cached"``, ``"calibrated"`` (measured just now) or ``"shipped"``."""
+    speed: dict[str, object] | None = None
+    """This machine's speed at the run against the calibration's
+    (`testbed.observe.cpu_speed.compare`; None: not compared)."""
 
     def describe(self) -> dict[str, object]:
         cp = self.profile.client_path
@@ -49,6 +52,7 @@ class ProfileChoice:
                 calibration_busy=p.taken_busy,
                 foreign_cores=p.foreign_cores,
                 pooled=list(p.pooled),
+                machine_speed=self.speed,
             )
         else:
             out.update(measured_on=self.profile.host, measured_at=self.profile.date)

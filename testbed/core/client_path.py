@@ -178,6 +178,9 @@ class Provenance(Strict):
     """Attempts thrown away because the machine was busy with foreign work."""
     foreign_cores: float | None = None
     """Cores other work used on average during the kept attempt (None: not recorded)."""
+    cpu_loop_ms: float | None = None
+    """This machine's Python speed when it was measured (`testbed.observe.cpu_speed`; None:
+    not recorded)."""
     busy: bool = False
     """Every attempt was busy: the tables carry foreign load (a run measures them again)."""
     pooled: list[str] = Field(default_factory=list)

@@ -12,6 +12,7 @@ from importlib import metadata
 from typing import Any
 
 import testbed
+from testbed.observe.cpu_speed import loop_ms
 
 _PACKAGES = (
     "pika",
@@ -66,6 +67,7 @@ def environment(**extra: Any) -> dict[str, Any]:
             "cpus": os.cpu_count(),
             "cpu_model": cpu_model(),
             "memory_bytes": mem,
+            "cpu_loop_ms": loop_ms(),  # this machine's speed now (testbed.observe.cpu_speed)
         },
         "packages": {p: _version(p) for p in _PACKAGES},
         "clock": "one host: producers, consumers and broker share the clock; one-way latency "

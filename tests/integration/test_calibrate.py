@@ -97,6 +97,8 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     assert split.publish + split.receive + split.ack == pytest.approx(2 * cost, rel=0.5), split
     cp = prof.client_path
     assert cp.missing() is None  # of the current calibration revision
+    loop = cp.provenance.cpu_loop_ms  # the machine's speed then (testbed.observe.cpu_speed)
+    assert loop is not None and loop > 0, cp.provenance
     # the fault proxy's hop, measured beside (--quick: a quarter of the pairs)
     assert cp.proxy_hop is not None and cp.proxy_hop.n == 250 and cp.proxy_hop.quantile(0.5) > 0
     # a prefetch-1 consumer's ack → next waiting start: shorter than the whole delivery path

@@ -15,6 +15,7 @@ from rich.console import Console
 from testbed.backends.local_activemq import activemq_version
 from testbed.calibration.machine import cache_path, write_profile
 from testbed.core.profile import default_profile, load_profile
+from testbed.observe.cpu_speed import loop_ms
 from testbed.run import run_scenario
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,14 @@ def test_a_kill_scenario_measures_and_caches_the_restart_time(tmp_path: Path) ->
     home = tmp_path / "home"
     version = activemq_version() or "unknown"
     cached = cache_path(home, "activemq", version, "stomp")
-    write_profile(default_profile("activemq", "stomp"), cached, "seeded by the test")
+    # the seeded profile's client path says this machine ran the speed probe's loop three
+    # times as fast then: the run must say it changed (testbed.observe.cpu_speed)
+    seeded = default_profile("activemq", "stomp")
+    cp = seeded.client_path
+    assert cp is not None
+    then = cp.provenance.model_copy(update={"cpu_loop_ms": loop_ms() / 3})
+    seeded = seeded.model_copy(update={"client_path": cp.model_copy(update={"provenance": then})})
+    write_profile(seeded, cached, "seeded by the test")
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
     console = Console(file=None, record=True, width=200, stderr=True)
@@ -70,3 +78,9 @@ def test_a_kill_scenario_measures_and_caches_the_restart_time(tmp_path: Path) ->
     assert ledger.sent > 0 and ledger.lost == 0, ledger
     ev = json.loads((result.run_dir / "environment.json").read_text())
     assert not ev.get("interrupted") and not ev.get("user_errors"), ev
+    # the same kills timed the broker's slow first seconds (testbed.calibration.cold_start)
+    assert restart.cold is not None and restart.cold.extra_s >= 0, restart
+    assert sum("deliveries after the restart: median" in line for line in lines) == 2, lines
+    speed = head["machine_speed"]  # the prediction's profile section says it too
+    assert speed["changed"] and speed["ratio"] > 1.5, speed
+    assert any("fixed Python loop" in line for line in lines), lines

@@ -26,7 +26,7 @@ benchmark (`testbed.calibration.streams`), so the messages take the path a run's
 
 from __future__ import annotations
 
-__all__ = ["RATE", "STREAM_S", "cold_stream", "fit_cold"]
+__all__ = ["RATE", "STEADY_S", "STREAM_S", "Sample", "cold_stream", "fit_cold"]
 
 import math
 import statistics

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from testbed.backends.base import BrokerEndpoint
 from testbed.calibration.ack_loss import LOAD_S, AckLoad, KillLosses
-from testbed.calibration.cold_start import Sample, cold_stream, fit_cold
+from testbed.calibration.cold_start import STEADY_S, Sample, cold_stream, fit_cold
 from testbed.core.faultplan import is_broker_target
 from testbed.core.profile import RestartTime
 
@@ -62,10 +62,9 @@ def measure_restart(
     repeats: int = RESTART_REPEATS,
     progress: Callable[[str], None] = lambda line: None,
     client: str | None = None,
-    cold: bool = True,
 ) -> RestartTime:
-    """Kill `node` and start it again `repeats` times; the restart → healthy times, with
-    `cold` the slow first seconds after each (`testbed.calibration.cold_start`), and with
+    """Kill `node` and start it again `repeats` times; the restart → healthy times, the
+    slow first seconds after each (`testbed.calibration.cold_start`), and with
     a `client` library the acks each kill forgot and how long clients still talked to the
     dying broker (`testbed.calibration.ack_loss`; without a load, the signal → gone time)."""
     samples: list[float] = []
@@ -88,8 +87,7 @@ def measure_restart(
         healthy_ns = time.time_ns()
         progress(f"broker restart {i + 1}/{repeats}: killed in {kills[-1] * 1000:.0f} ms, "
                  f"healthy after {samples[-1]:.1f} s")  # fmt: skip
-        if cold:
-            streams.append(_cold(backend, node, healthy_ns, i, progress))
+        streams.append(_cold(backend, node, healthy_ns, i, progress))
         if load is not None:
             load.stop()
             lost = _count_losses(load, _endpoint(backend, node), t_kill, t0, progress)
@@ -107,7 +105,7 @@ def measure_restart(
         ack_loss_s=round(statistics.fmean(windows), 4) if windows else None,
         acks_forgotten=[k.forgotten for k in acked],
         kill_s=round(statistics.fmean(voids or kills), 4),
-        cold=fit_cold(streams) if cold else None,
+        cold=fit_cold(streams),
     )
 
 
@@ -121,11 +119,12 @@ def _cold(
     except Exception as e:  # a broker that refuses the stream still has a restart time
         progress(f"  no stream after the restart ({type(e).__name__}: {e})")
         return []
-    head = sorted(x for t, x in got if t < 2.0)
-    tail = sorted(x for t, x in got if t >= max((t for t, _ in got), default=0.0) - 4.0)
+    head = [x for t, x in got if t < 2.0]
+    tail = [x for t, x in got if t >= max((t for t, _ in got), default=0.0) - STEADY_S]
     if head and tail:
-        progress(f"  deliveries after the restart: median {head[len(head) // 2] * 1000:.2f} ms "
-                 f"in the first 2 s, {tail[len(tail) // 2] * 1000:.2f} ms at the end")  # fmt: skip
+        first, end = statistics.median(head) * 1000, statistics.median(tail) * 1000
+        progress(f"  deliveries after the restart: median {first:.2f} ms in the first 2 s, "
+                 f"{end:.2f} ms at the end")  # fmt: skip
     return got
 
 

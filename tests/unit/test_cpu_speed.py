@@ -12,10 +12,19 @@ from testbed.observe.cpu_speed import compare, loop_ms, speed_check
 from testbed.observe.environment import environment
 
 
-def test_the_loop_time_is_positive_and_repeatable() -> None:
-    a, b = loop_ms(), loop_ms()
-    assert 0.01 < a < 100 and 0.01 < b < 100
-    assert max(a, b) / min(a, b) < 1.5  # best-of: a preemption does not move it
+def test_the_loop_time_is_the_best_repeat_per_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert 0.01 < loop_ms() < 100
+    # best of the repeats, per loop: a preempted repeat does not count. How steady the figure
+    # is on a given machine is a measurement, not a test (a busy CI machine moved it 2x).
+    seen: dict[str, int] = {}
+
+    def fake_repeat(stmt: str, number: int, repeat: int) -> list[float]:
+        seen.update(number=number, repeat=repeat)
+        return [0.9, 0.2, 0.5][:repeat]
+
+    monkeypatch.setattr(cpu_speed.timeit, "repeat", fake_repeat)
+    assert loop_ms(number=20, repeat=3) == pytest.approx(0.2 / 20 * 1000)
+    assert seen == {"number": 20, "repeat": 3}
 
 
 def test_a_slower_machine_is_told_and_a_steady_one_is_not(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -119,6 +119,7 @@ class FaultSim(ClientFaults, Link):
         self.awaiting: dict[Producer, set[int]] = {}  # publishes waiting for their confirm
         self.down_until: dict[Producer, float] = {}
         self.dead: set[Producer] = set()
+        self.unaware: dict[Producer, float] = {}  # writers not yet aware of a kill: up time
         self.forget_acks = True  # a kill (not a graceful restart) forgets unsynced acks
         self.net = NetFaults(self)
         self.links = model.links
@@ -160,6 +161,8 @@ class FaultSim(ClientFaults, Link):
             if p.notify:
                 p._finish()
             return -1
+        if p in self.unaware:
+            return self._send_into_closed(p, t_int, now)
         if now < self.down_until.get(p, -1.0):
             if p.closed:  # a closed loop retries after reconnecting, recording nothing
                 if p.notify:
@@ -260,7 +263,7 @@ class FaultSim(ClientFaults, Link):
             if ep.action == "kill" and self.teardown_s > 0:  # clients learn of it later
                 self.kernel.call_at(now + self.teardown_s, self._cut, up)
             else:  # a graceful stop closes the connections itself
-                self._cut_connections(up)
+                self._cut_connections(up, killed=ep.action == "kill")
             self.kernel.call_at(up, self._broker_up, (ep, end, node))
         elif ep.action == "pause":
             self._pause()
@@ -290,12 +293,14 @@ class FaultSim(ClientFaults, Link):
         self.held_confirms.clear()
 
     def _cut(self, ev: Any) -> None:
-        self._cut_connections(ev.value)
+        self._cut_connections(ev.value, killed=True)
 
-    def _cut_connections(self, up: float) -> None:
+    def _cut_connections(self, up: float, killed: bool = False) -> None:
         """The killed broker's sockets close (the process has exited, ``teardown_s`` after
-        the kill): every client learns it now. Until then producers published into the void
-        and consumers served what they held, their acks lost with the broker."""
+        the kill): every client that reads its connection learns it now — a producer that
+        only writes, at its next publish (`_send_into_closed`). Until then producers
+        published into the void and consumers served what they held, their acks lost with
+        the broker."""
         b, now = self.b, self.kernel.now
         recovered: dict[Queue, list[tuple[int, int]]] = {}
         for c in list(self.inflight):
@@ -318,7 +323,10 @@ class FaultSim(ClientFaults, Link):
                 q.ready.appendleft((up, m))
         for p in self.model.producers:
             if not p.done and p not in self.dead:
-                self._cut_producer(p, now, up)
+                if killed and self._writes_only(p):
+                    self.unaware[p] = up
+                else:
+                    self._cut_producer(p, now, up)
         if b.blocked and b.mem <= b.mem_threshold:
             b.unblock()
 

@@ -111,23 +111,32 @@ def test_a_client_still_retrying_keeps_its_backoff_through_the_next_kill() -> No
 
 
 @pytest.mark.usefixtures("restart_two_seconds")
-def test_kill_under_best_effort_loses_exactly_the_queue_content() -> None:
+def test_kill_under_best_effort_loses_the_queue_content_and_the_next_write() -> None:
     # 10/s from t in [0, 0.1): 50 sends before the kill at 5 s, all in the queue (the consumer
-    # starts at 12 s), transient -> lost. Down 5 -> 8 s (1 s + 2 s restart); the producer
-    # reconnects at 8.1 s, so the 31 sends due in [5, 8.1) are missed; 19 after it are delivered.
+    # starts at 12 s), transient -> lost. The producer only writes (no confirms): its next send,
+    # at 5.0x s, goes into the closed socket and is lost too, and only then does it learn of
+    # the kill. Down 5 -> 8 s (1 s + 2 s restart); it reconnects at 8.1x s (backoff from
+    # 5.0x), so the 30 sends due in between are missed; 19 after it are delivered.
     res = run(KILL.format(durable="false", persistent="false", confirms="false", ack="auto"))
     m, d, ts, ev = frames(res)
     led = res.ledger
-    assert (led.sent, led.confirmed, led.delivered_unique, led.lost) == (100, 69, 19, 50)
+    assert (led.sent, led.confirmed, led.delivered_unique, led.lost) == (100, 70, 19, 51)
     assert led.recovered == 0 and led.redeliveries == 0
+    into_closed = m[(m.t_intended >= 5.0) & m.t_publish.notna() & (m.t_publish < 8.0)]
+    assert len(into_closed) == 1 and into_closed.t_publish.iloc[0] < 5.1
+    assert into_closed.t_confirm.notna().all()  # the send returned: the ledger counts it lost
+    learned = ev[(ev.kind == "client_down") & (ev.target == "p-0")].t
+    assert learned.tolist() == pytest.approx(into_closed.t_publish.tolist())
     missed = m[m.t_publish.isna()]
-    assert len(missed) == 31 and missed.t_confirm.isna().all()
-    assert missed.t_intended.min() >= 5.0 and missed.t_intended.max() < 8.1
+    assert len(missed) == 30 and missed.t_confirm.isna().all()
+    assert missed.t_intended.min() > 5.0 and missed.t_intended.max() < 8.2
     lost = set(m[m.t_intended < 5.0].msg_id)
     assert lost.isdisjoint(set(d[d.outcome == "acked"].msg_id))
     rows = {(k, round(t, 6)) for t, k in zip(ev.t, ev.kind, strict=True)}
     assert {("fault_start", 5.0), ("broker_down", 5.0)} <= rows
-    assert {("fault_end", 8.0), ("broker_up", 8.0), ("client_up", 8.1)} <= rows
+    assert {("fault_end", 8.0), ("broker_up", 8.0)} <= rows
+    back = ev[(ev.kind == "client_up") & (ev.target == "p-0")].t.iloc[0]
+    assert back == pytest.approx(into_closed.t_publish.iloc[0] + 3.1)  # 0.1+0.2+0.4+0.8+1.6
     down = ts[(ts.t > 5.0) & (ts.t < 8.0)]
     assert len(down) >= 2 and not down.broker_up.any()
     assert ts[(ts.t > 8.5)].broker_up.all()

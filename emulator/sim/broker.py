@@ -180,7 +180,7 @@ class Broker:
         fanned = len(queues) > 1
         if fanned:
             queues = self._arrival_order(queues)
-            w = max(0.0, w - self.costs.per_destination * (len(queues) - 1))  # sim.wake
+            w = self.wake.fanned(w, len(queues)) if self.wake is not None else w
         many = fanned and self.couple_copies
         if many or w > 0.0:
             self.coupled[m] = [self._u() if many else -1.0, float(len(queues)), w]

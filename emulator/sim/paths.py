@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from emulator.sim.wake import WakeClock
+from testbed.core.broker_kinds import KINDS
 from testbed.core.consumer_idle import idle_scaler
 from testbed.core.load import arrival_mean_rate
 from testbed.core.quantiles import table_sampler
@@ -141,7 +142,9 @@ def set_residual(
         q.broker.couple_copies = True
         cp = costs.profile.client_path
         if cp is not None and cp.wake and q.broker.wake is None:
-            q.broker.wake = WakeClock(cp.wake_delay)
+            facts = KINDS.get(costs.profile.broker.kind)
+            overlap = costs.per_destination if facts and facts.wake_overlaps_routing else 0.0
+            q.broker.wake = WakeClock(cp.wake_delay, overlap)
         q.deliver_b = costs.size_slope(rate)
         q.deliver_a = -q.deliver_b * ref  # the table holds the whole residual at `ref`
         if cp is not None:

@@ -99,6 +99,7 @@ TABLE: dict[str, tuple[object, object]] = {
     "restart_s":                      (6.0,               1.5),  # availability.py
     "ack_loss_s":                     (0.01,              0.005),  # availability.py
     "acks_with_writes":               (True,              False),  # sim/ack_journal.py
+    "wake_overlaps_routing":          (False,             True),   # sim/wake.py
     "kill_s":                         (0.019,             0.036),  # availability.py
     "prometheus_plugin":              (True,              False),  # prometheus.py
     "management_api":                 (True,              False),  # calibration/api.py

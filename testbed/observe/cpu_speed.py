@@ -48,7 +48,10 @@ def speed_check(profile: Profile, say: Callable[[str], None]) -> dict[str, Any] 
     """This machine's loop time now against the one of the calibration of `profile`'s client
     path (`compare`); `say` warns when it changed by more than `SLOWER`."""
     cp = profile.client_path
-    speed = compare(cp.provenance.cpu_loop_ms if cp is not None else None, loop_ms())
+    then = cp.provenance.cpu_loop_ms if cp is not None else None
+    if not then:  # a profile from before the probe (the shipped ones): nothing to time against
+        return None
+    speed = compare(then, loop_ms())
     if speed is not None and speed["changed"]:
         say(
             f"warning: this machine runs a fixed Python loop in {speed['ratio']:.2f}x the time "

@@ -34,7 +34,7 @@ starts, stops, ratios) — the same row the live loop writes. The ``consumers`` 
 
 from __future__ import annotations
 
-__all__ = ["STATS_REFRESH", "SimAutoscaler", "StatsFeed", "attach_autoscalers", "observation_of"]
+__all__ = ["SimAutoscaler", "StatsFeed", "attach_autoscalers", "observation_of"]
 
 import bisect
 import itertools
@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
+from testbed.core.broker_kinds import facts
 from testbed.core.policies import (
     Autoscaler,
     Decision,
@@ -78,10 +79,6 @@ def observation_of(
             ack_rate=(f["acked"] - p.get("acked", 0.0)) / w,
         )
     return Observation(now, out)
-
-
-STATS_REFRESH = {"rabbitmq": 1.0, "activemq": 0.0}
-"""Seconds between the statistics updates a controller can read, per broker (see above)."""
 
 
 class StatsFeed:
@@ -238,7 +235,7 @@ def attach_autoscalers(model: Model) -> list[SimAutoscaler]:
     out: list[SimAutoscaler] = []
     if not model.scenario.autoscaling:
         return out
-    feed = StatsFeed(model, STATS_REFRESH.get(model.scenario.broker.kind, 0.0))
+    feed = StatsFeed(model, facts(model.scenario.broker.kind).stats_refresh_s)
     for i, spec in enumerate(model.scenario.autoscaling):
         sa = SimAutoscaler(model, i, make_autoscaler(model.scenario, spec), feed)
         model.add_process(sa.process())

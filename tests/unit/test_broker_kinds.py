@@ -101,6 +101,7 @@ TABLE: dict[str, tuple[object, object]] = {
     "acks_with_writes":               (True,              False),  # sim/ack_journal.py
     "wake_overlaps_routing":          (False,             True),   # sim/wake.py
     "kill_s":                         (0.019,             0.036),  # availability.py
+    "stats_refresh_s":                (1.0,               0.0),  # sim/autoscale.py
     "prometheus_plugin":              (True,              False),  # prometheus.py
     "management_api":                 (True,              False),  # calibration/api.py
     "deletes_topology":               (True,              False),  # calibration/streams.py

@@ -6,7 +6,8 @@ from typing import Any
 
 import simpy
 
-from emulator.sim.autoscale import STATS_REFRESH, StatsFeed, observation_of
+from emulator.sim.autoscale import StatsFeed, observation_of
+from testbed.core.broker_kinds import ACTIVEMQ, RABBITMQ
 
 
 class _Model:
@@ -29,7 +30,7 @@ def test_rabbitmq_controllers_read_the_tick_before_the_last() -> None:
     """Statistics pass the queue's own timer and the management collector's: a poll at 3.5 s
     reads the state of t = 2 (one tick behind the last, t = 3), rates from t = 1 to 2."""
     m = _Model()
-    feed = StatsFeed(m, STATS_REFRESH["rabbitmq"])
+    feed = StatsFeed(m, RABBITMQ.stats_refresh_s)
     m.env.run(until=3.5)
     fig, base, window = feed.read({}, 5.0)
     assert fig["q"]["depth_ready"] == 20.0  # the state at t = 2, not 30 at t = 3 or 35 now
@@ -42,7 +43,7 @@ def test_a_poll_on_a_statistics_tick_reads_one_tick_back() -> None:
     """Simulated polls and ticks fall on the same instants (both every whole second): the
     poll at t = 3 must not read the tick of t = 3 it coincides with (live: 0.84-1.10 s old)."""
     m = _Model()
-    feed = StatsFeed(m, STATS_REFRESH["rabbitmq"])
+    feed = StatsFeed(m, RABBITMQ.stats_refresh_s)
     seen: list[float] = []
 
     def poll() -> Any:
@@ -65,7 +66,7 @@ def test_without_lag_the_last_tick_is_read() -> None:
 
 def test_activemq_controllers_read_live_counters() -> None:
     m = _Model()
-    feed = StatsFeed(m, STATS_REFRESH["activemq"])
+    feed = StatsFeed(m, ACTIVEMQ.stats_refresh_s)
     m.env.run(until=2.5)
     fig, base, window = feed.read({"q": {"published": 5.0}}, 5.0)
     assert fig["q"]["depth_ready"] == 25.0 and base == {"q": {"published": 5.0}} and window == 5.0

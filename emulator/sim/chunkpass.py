@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from emulator.sim.message_lookup import lookup
 from emulator.sim.spool import LEDGER_ROW, PartWriter
 from testbed.core.records import DELIVERIES, EVENTS, MESSAGES, OUTCOMES, TIMESERIES, Ledger
 
@@ -114,7 +115,7 @@ def check_order(rec: Recorder, cols: dict[str, np.ndarray]) -> None:
     acked = cols["outcome"] == _ACKED
     if acked.any():
         m = cols["msg"][acked]
-        rec.order.feed(cols["queue"][acked], rec.lookup(m, "producer"), m)
+        rec.order.feed(cols["queue"][acked], lookup(rec, m, "producer"), m)
 
 
 def _count(

@@ -9,9 +9,9 @@ the messages in flight, not by the run's length (issue 18 §3):
   retired to an Arrow IPC file (``emulator.sim.spool``) when the next one is sealed — after the
   deliveries buffer was flushed, so the deliveries of its messages are mostly recorded by then;
 - ``m_size`` (message → size, read by the broker, queues and consumers) holds the unretired
-  messages; an older message still in flight is read back from its chunk's file (cached);
-  ``m_flow`` is looked up the same way; confirms wait in a dict until their chunk retires
-  (a later one is patched in at the end);
+  messages; an older message still in flight is read back from its chunk's file (cached;
+  ``emulator.sim.message_lookup``); ``m_flow`` is looked up the same way; confirms wait in
+  a dict until their chunk retires (a later one is patched in at the end);
 - deliveries go to ``deliveries.r<N>.parquet`` every ``chunk_rows`` rows, with
   ``latency_s`` from the message's publish time; the ledger's rows (acked, dead-lettered)
   go to a side file per message chunk; ``listeners`` (the summary's ``FigureStream``) see
@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from emulator.sim.chunkpass import check_order, deliveries_table
+from emulator.sim.message_lookup import FlowMap, SizeMap, lookup
 from emulator.sim.spool import LEDGER_ROW, ChunkFiles, PartWriter, SideFile
 from testbed.core.ordering import OrderCheck
 from testbed.core.records import DELIVERIES, MESSAGES, OUTCOMES, Ledger
@@ -95,28 +96,6 @@ class Streamed:
     messages: int
 
 
-class _Sizes(dict[int, float]):
-    """Message → size for unretired messages; an older one is read back (C-speed hits)."""
-
-    def __init__(self, rec: Recorder) -> None:
-        super().__init__()
-        self.rec = rec
-
-    def __missing__(self, m: int) -> float:
-        return float(self.rec.retired_value(m, "size_list"))
-
-
-class _Flows(dict[int, int]):
-    """Message → flow name index, always through ``__missing__`` (follow-ups read it)."""
-
-    def __init__(self, rec: Recorder) -> None:
-        super().__init__()
-        self.rec = rec
-
-    def __missing__(self, m: int) -> int:
-        return int(self.rec.lookup(np.array([m], dtype=np.int64), "flow")[0])
-
-
 class Recorder:
     """Collects one replication's records, streaming them out in chunks (module docstring)."""
 
@@ -140,8 +119,8 @@ class Recorder:
         self.sealed: dict[str, np.ndarray] | None = None
         self.sealed_lo = 0
         self.retired_hi = 0  # messages below are in chunk files
-        self.m_size = _Sizes(self)
-        self.m_flow = _Flows(self)
+        self.m_size = SizeMap(self)
+        self.m_flow = FlowMap(self)
         self.confirms: dict[int, float] = {}
         self.d: dict[str, array[Any]] = {
             "msg": array("q"),
@@ -301,38 +280,6 @@ class Recorder:
         self.sealed = None
         self.retired_hi = hi
 
-    def retired_value(self, m: int, column: str) -> Any:
-        """One value of a retired message (a late lookup)."""
-        if not 0 <= m < self.retired_hi:
-            raise KeyError(m)
-        k = m // self.R
-        return self.files().column(k, column)[m - k * self.R]
-
-    def lookup(self, msgs: np.ndarray, column: str) -> np.ndarray:
-        """Column ``flow``, ``producer`` or ``t_publish`` of ``msgs``, wherever they are."""
-        dtype: type[np.generic] = np.int32 if column in ("flow", "producer") else np.float64
-        out = np.empty(len(msgs), dtype=dtype)
-        cur = msgs >= self.cur_lo
-        if cur.any():
-            a = np.frombuffer(self.c[column], dtype=dtype)
-            out[cur] = a[msgs[cur] - self.cur_lo]
-            del a  # the array must not stay exported (it grows)
-        rest = ~cur
-        if self.sealed is not None:
-            s = rest & (msgs >= self.sealed_lo)
-            out[s] = self.sealed[column][msgs[s] - self.sealed_lo]
-            rest &= ~s
-        if rest.any():
-            files = self.files()
-            old = msgs[rest]
-            ks = old // self.R
-            vals = np.empty(len(old), dtype=dtype)
-            for k in np.unique(ks):
-                sel = ks == k
-                vals[sel] = files.column(int(k), column)[old[sel] - int(k) * self.R]
-            out[rest] = vals
-        return out
-
     # -- deliveries -----------------------------------------------------------------------
 
     def flush_deliveries(self) -> None:
@@ -350,7 +297,7 @@ class Recorder:
         for a in d.values():
             del a[:]
         msg = cols["msg"]
-        t_pub = self.lookup(msg, "t_publish")
+        t_pub = lookup(self, msg, "t_publish")
         cols["t_publish"] = t_pub
         table = deliveries_table(self.names, cols, self.replication)
         attempt = cols["attempt"]
@@ -362,7 +309,7 @@ class Recorder:
         check_order(self, cols)
         self._ledger_rows(cols)
         if self.listeners:
-            cols["flow"] = self.lookup(msg, "flow")
+            cols["flow"] = lookup(self, msg, "flow")
             for listener in self.listeners:
                 listener.deliveries(cols)
 

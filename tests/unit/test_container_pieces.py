@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.backends import images
+from testbed.backends import image_catalogue, images
 from testbed.backends.apt_sources import apt_mirrors
 from testbed.backends.compose import ENV_PORT_KEYS, read_env_file, write_compose_env
 from testbed.backends.external import ExternalBackend, parse_broker_urls, urls_from_env
@@ -125,11 +125,12 @@ def test_image_tags_do_not_depend_on_the_checkout_path(
     for name in ("pyproject.toml", "constraints.txt"):
         (tmp_path / name).write_text((REPO / name).read_text())
     monkeypatch.setattr(images, "REPO", tmp_path)  # e.g. CI's fresh clone elsewhere
+    monkeypatch.setattr(image_catalogue, "REPO", tmp_path)
     assert images.image_ref("mqbed", "bookworm") == ref
 
 
 def test_package_lists_are_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(images, "IMAGES_DIR", tmp_path)
+    monkeypatch.setattr(image_catalogue, "IMAGES_DIR", tmp_path)
     (tmp_path / "x.packages").write_text("# c\nrabbitmq-server\nBad Name\n")
     with pytest.raises(ConfigurationError, match=r"x.packages:3: 'Bad Name'"):
         images.ImageSpec("x").packages()

@@ -9,7 +9,8 @@ I/O at the edges (:mod:`.readers` in, :mod:`.job` out); in between, pure transfo
 - :mod:`.latency`  — latency sample, log-bucket histograms, CDFs, KS, per-type table
 - :mod:`.pairing`  — measured/predicted join per window and replication; MAPE, Pearson r
 - :mod:`.stats`    — intervals (t, Poisson, moving-block bootstrap), relative errors (numpy)
-- :mod:`.summary`  — ``analysis/summary.json`` (the verdict)
+- :mod:`.summary`  — ``analysis/summary.json`` (the verdict); a one-replication figure's
+  interval by a moving-block bootstrap over its windows in :mod:`.window_bootstrap`
 - :mod:`.capacity` — saturation point and SLA capacity of a sweep (plain numbers)
 
 Entry point: :func:`testbed.analysis.job.analyse_run`; reports: :mod:`testbed.report`.

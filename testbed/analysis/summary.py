@@ -16,9 +16,10 @@ Per metric and queue (``queue: null`` is the whole run; ``analysis/windows.parqu
   ledger's ``lost``/``duplicated``). ``measured_values``/``predicted_values`` list them.
 - ``measured_ci``: 95 % interval of the measured figure. With ≥ 2 measured replications a
   Student-t interval on the per-replication values (``ci_method: "t"``); with one replication a
-  moving-block bootstrap over the load windows (``"block-bootstrap over N windows (1
-  replication)"``), or for ledger counts an exact Poisson interval (``"poisson (1
-  replication)"``). ``predicted_ci``: the t interval over the predicted replications.
+  moving-block bootstrap over the load windows (:mod:`testbed.analysis.window_bootstrap`;
+  ``"block-bootstrap over N windows (1 replication)"``), or for ledger counts an exact Poisson
+  interval (``"poisson (1 replication)"``). ``predicted_ci``: the t interval over the
+  predicted replications.
 - ``rel_error``: ``(predicted − measured) / |measured|`` (signed; 0 when both are 0; null when
   only the measured figure is 0).
 - ``within_target``: ``|rel_error| ≤ target`` for throughput and latencies (targets from the
@@ -53,16 +54,8 @@ import numpy as np
 import pandas as pd
 
 from testbed.analysis.distance import replication_noise
-from testbed.analysis.latency import BUCKETS_PER_DECADE
-from testbed.analysis.stats import (
-    bootstrap_weights,
-    hist_quantile,
-    median,
-    percentile_interval,
-    poisson_interval,
-    rel_error,
-    t_interval,
-)
+from testbed.analysis.stats import median, poisson_interval, rel_error, t_interval
+from testbed.analysis.window_bootstrap import bootstrap_interval
 from testbed.analysis.windows import OVERALL, PERCENTILE_ACCURACY
 from testbed.core.records import Ledger
 
@@ -84,7 +77,6 @@ TARGETS = {
     "latency_p99_s": "latency_p99",
 }
 _LEDGER_METRICS = {"losses": "lost", "duplicates": "duplicated"}
-_QUANTILES = {"latency_p50_s": 0.5, "latency_p95_s": 0.95, "latency_p99_s": 0.99}
 
 
 @dataclass
@@ -118,36 +110,6 @@ class SummaryInputs:
 def _values(frame: pd.DataFrame, source: str, queue: str, metric: str) -> list[float]:
     sel = frame[(frame.source == source) & (frame.queue == queue) & (frame.metric == metric)]
     return [float(v) for v in sel.sort_values("replication")["value"]]
-
-
-def _bootstrap(inp: SummaryInputs, metric: str, queue: str) -> tuple[list[float] | None, int]:
-    w = inp.windows
-    w = w[(w.queue == queue) & (w.phase == "load")].sort_values(["replication", "window"])
-    if metric in _QUANTILES:
-        h = inp.histogram[inp.histogram.queue == queue]
-        if h.empty:
-            return None, 0
-        table = h.pivot_table(
-            index="window", columns="bucket", values="n", aggfunc="sum", fill_value=0
-        ).sort_index(axis=1)
-        values = np.power(10.0, (table.columns.to_numpy(dtype=float) + 0.5) / BUCKETS_PER_DECADE)
-        weights = bootstrap_weights(len(table))
-        stats = hist_quantile(weights @ table.to_numpy(dtype=float), values, _QUANTILES[metric])
-        return percentile_interval(stats), len(table)
-    if metric == "latency_mean_s":
-        w = w[w.latency_count > 0]
-        counts = w.latency_count.to_numpy(dtype=float)
-        sums = (w.latency_mean_s.fillna(0.0) * w.latency_count).to_numpy(dtype=float)
-        weights = bootstrap_weights(len(w))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return percentile_interval((weights @ sums) / (weights @ counts)), len(w)
-    column = {"throughput_msg_s": "ack_rate", "queue_depth_mean": "queue_depth"}.get(metric)
-    if column is None:
-        return None, 0
-    v = w[column].dropna().to_numpy(dtype=float)
-    if len(v) == 0:
-        return None, 0
-    return percentile_interval(bootstrap_weights(len(v)) @ v / len(v)), len(v)
 
 
 def _score(inp: SummaryInputs, queue: str, series: str, name: str) -> float | None:
@@ -188,7 +150,7 @@ def _entry(inp: SummaryInputs, metric: str, queue: str) -> dict[str, Any] | None
     elif metric in _LEDGER_METRICS and m_vals:
         ci, method = poisson_interval(m_vals[0]), "poisson (1 replication)"
     elif m_vals:
-        ci, n = _bootstrap(inp, metric, queue)
+        ci, n = bootstrap_interval(inp.windows, inp.histogram, metric, queue)
         method = f"block-bootstrap over {n} windows (1 replication)" if ci else None
     else:
         ci, method = None, None

@@ -1,5 +1,8 @@
 """The broker adapter contract: a small Protocol, capabilities, declarations and deliveries.
 
+`Capabilities`, what an adapter can do, is defined in `testbed.brokers.capabilities` and
+re-exported here with the rest of the contract.
+
 Adapters only translate between this vocabulary and one client library (OpenMessaging Benchmark
 driver / kombu transport style). Rates, timing, retries and statistics belong to the framework.
 
@@ -45,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
+from testbed.brokers.capabilities import Capabilities
 from testbed.exceptions import BrokerError
 
 HDR_T_PUBLISH_NS = "x-mqbed-t-publish-ns"
@@ -84,42 +88,7 @@ class AlreadySettled(AdapterError):
     """A delivery was acked, nacked or rejected twice, or settled under ack_mode='auto'."""
 
 
-# --- capabilities and declarations --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What an adapter (broker + client) can do. The framework checks these before a run."""
-
-    confirms: bool
-    """Publisher confirmations, asynchronous, matched to msg ids."""
-    exchange_types: frozenset[str]
-    """Exchange types `declare` accepts (``direct``, ``topic``, ``fanout``)."""
-    topic_wildcards: bool
-    """Topic binding keys may contain ``*`` and ``#``."""
-    nack_requeue: bool
-    """``nack(requeue=True)`` puts one message back at once, redelivered flag set."""
-    nack_dead_letters: bool
-    """``nack(requeue=False)`` / ``reject()`` moves a message to a dead-letter target."""
-    per_queue_dead_letter: bool
-    """``QueueDecl.dead_letter_to`` may name any queue."""
-    fixed_dead_letter_queue: str | None
-    """The broker's own dead-letter queue, when rejected messages go there regardless."""
-    dead_letters_transient: bool
-    """Transient (non-persistent) messages are dead-lettered too (else dropped)."""
-    requeue_on_disconnect: bool
-    """Unacked messages return to the queue, redelivered, when the consumer goes away."""
-    redelivered_flag: bool
-    """Each delivery says whether it was delivered before."""
-    prefetch: bool
-    quorum_queues: bool
-    max_length: bool
-    mandatory: bool
-    """Unroutable messages can be reported as failed confirms."""
-    exclusive_queues: bool
-    auto_delete_queues: bool
-    auto_reconnect: bool
-    """Producers/consumers survive a broker restart without the caller reconnecting."""
+# --- declarations -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ class ChunkFiles:
             batch = self.read(k)
             arrays = {
                 n: batch.column(n).to_numpy(zero_copy_only=False)
-                for n in ("size", "flow", "t_publish")
+                for n in ("size", "flow", "producer", "t_publish")  # what `lookup` reads
             }
             cols = {**arrays, "size_list": arrays["size"].tolist()}
             self.cache[k] = cols

@@ -48,7 +48,7 @@ from testbed.core.visibility import (
     delay_queue_of,
     holds_head_of_line,
 )
-from testbed.observe.process_cpu import SPANS, now_cpu
+from testbed.observe.process_cpu import SPANS
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
 from testbed.workload.crashes import ClientCrash
@@ -150,11 +150,11 @@ class ConsumerLoop:
             self._publish_follow_up(f)
 
     def _publish_follow_up(self, f: FollowUpSpec) -> None:
-        c0 = now_cpu()
+        SPANS.start()
         try:
             self._send_follow_up(f)
         finally:
-            SPANS.publish_s += now_cpu() - c0
+            SPANS.publish_s += SPANS.stop()
 
     def _send_follow_up(self, f: FollowUpSpec) -> None:
         if f.queue is not None:
@@ -324,10 +324,11 @@ class ConsumerLoop:
             return
         service = self._service()
         self._serve(service)
-        c0 = now_cpu()  # the delivery's end: ack and record (observe.process_cpu's spans)
+        SPANS.start()  # the delivery's end: ack and record (observe.process_cpu's spans)
         if ack == "after_processing":
             if vis is not None and not vis.settle(d):
                 self._current = None
+                SPANS.stop()  # not counted, as before: this attempt was no delivery's end
                 return  # the lease ran out during service: the attempt was recorded as timed_out
             d.ack()
         self.recorder.delivery(
@@ -343,7 +344,7 @@ class ConsumerLoop:
             size,
             service_s=max(service, 0.0),
         )
-        SPANS.ack_s += now_cpu() - c0
+        SPANS.ack_s += SPANS.stop()
         self._current = None
         self._follow_ups(d, msg_type)
 

@@ -34,7 +34,7 @@ from testbed.core.faultplan import plan_crashes
 from testbed.core.scenario import Scenario
 from testbed.core.scenario_loader import load_scenario
 from testbed.observe.exporter import exporter_from_env
-from testbed.observe.process_cpu import SAMPLE_S, UsageClock
+from testbed.observe.process_cpu import SAMPLE_S, UsageClock, trace_switches
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import ENV_VAR, T0_PENDING, WORKER_LIVENESS, WorkerConfig
 from testbed.workload.crashes import run_crash_plan
@@ -220,6 +220,7 @@ def _make_state(environment: Any | None) -> None:
     if config.t0_ns == T0_PENDING:  # an external worker: the run fixes t=0 when all are in
         config = WorkerConfig.await_start(os.environ[ENV_VAR], worker_index, START_WAIT)
     usage = UsageClock()  # from the start (an external worker's wait for t=0 is not its work)
+    trace_switches()  # spans count their own greenlet's CPU only
     scenario = load_scenario(config.scenario_file)
     listeners = [LocustStatsListener(environment)] if environment is not None else []
     token = hashlib.sha1(f"{config.run_id}:{config.t0_ns}".encode()).hexdigest()[:6]

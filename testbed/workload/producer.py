@@ -34,7 +34,7 @@ from testbed.brokers.base import (
 from testbed.core.arrivals import schedule
 from testbed.core.clock import RunClock
 from testbed.core.scenario import ClosedArrival, ProducerSpec
-from testbed.observe.process_cpu import SPANS, now_cpu
+from testbed.observe.process_cpu import SPANS
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_TYPE
 from testbed.workload.crashes import ClientCrash
@@ -121,11 +121,11 @@ class ProducerLoop:
         return msg_id, body_of(size), headers, key, size
 
     def _publish(self, producer: Producer, t_intended: float | None, burst: bool = False) -> None:
-        c0 = now_cpu()
+        SPANS.start()
         try:
             self._send(producer, t_intended, burst)
         finally:
-            SPANS.publish_s += now_cpu() - c0
+            SPANS.publish_s += SPANS.stop()
 
     def _send(self, producer: Producer, t_intended: float | None, burst: bool) -> None:
         msg_id, body, headers, key, size = self._next()

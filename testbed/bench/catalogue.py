@@ -62,12 +62,18 @@ CATALOGUE: dict[str, Spec] = {
     "workload.generator_pika": Spec(
         "workload", "Locust worker ÷ bare pika loop (RabbitMQ)", "msg/s", _RATIO_08,
         "bare pika loop"),
+    "workload.generator_cpu_pika": Spec(
+        "workload", "Locust worker CPU per publish (pika, same run)", "µs"),
     "workload.generator_kombu": Spec(
         "workload", "Locust worker ÷ bare kombu loop (RabbitMQ)", "msg/s", _RATIO_08,
         "bare kombu loop"),
+    "workload.generator_cpu_kombu": Spec(
+        "workload", "Locust worker CPU per publish (kombu, same run)", "µs"),
     "workload.generator_stomp": Spec(
         "workload", "Locust worker ÷ bare stomp.py loop (ActiveMQ)", "msg/s", _RATIO_08,
         "bare stomp.py loop"),
+    "workload.generator_cpu_stomp": Spec(
+        "workload", "Locust worker CPU per publish (stomp.py, same run)", "µs"),
     "workload.record_append": Spec("workload", "recording: append one delivery row", "µs"),
     "workload.record_rss": Spec(
         "workload", "recording: RSS growth while appending the rows", "MB"),

@@ -49,6 +49,7 @@ from testbed.backends.local import LocalBackend  # noqa: E402
 from testbed.backends.warm_up import warm_up  # noqa: E402
 from testbed.bench.catalogue import emit, emit_broker  # noqa: E402
 from testbed.core.records import RecordWriter, merge_parts  # noqa: E402
+from testbed.observe.process_cpu import read_usage  # noqa: E402
 from testbed.run import run_scenario  # noqa: E402
 
 _T0 = time.monotonic()
@@ -222,9 +223,13 @@ def generator(home: Path, out: Path, seconds: int, client: str = "pika") -> dict
     m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
     window = m[(m.t_publish >= 1.0) & (m.t_publish < seconds + 1.0)]
     locust_rate = len(window) / seconds
+    # the worker's whole CPU over its life per publish: what the rate costs it, which a broker
+    # that pushes back (ActiveMQ's flow control) does not blur as it blurs the rate
+    (usage,) = read_usage(run_dir / "measured")
     bare = BARE[client](home, seconds)
     return {
         "locust_worker_msg_s": locust_rate,
+        "locust_cpu_us_per_publish": usage.cpu_s / max(usage.publishes, 1) * 1e6,
         f"bare_{client}_msg_s": bare,
         "ratio": locust_rate / bare,
         "target_ratio": 0.8,
@@ -340,6 +345,7 @@ def figures(step: str, r: dict[str, Any]) -> None:
     elif step.startswith("generator_"):
         client = step.removeprefix("generator_")
         emit(f"workload.{step}", r["locust_worker_msg_s"], anchor=r[f"bare_{client}_msg_s"])
+        emit(f"workload.generator_cpu_{client}", r["locust_cpu_us_per_publish"])
     elif step == "recording":
         emit("workload.record_append", r["append_us_per_row"])
         emit("workload.record_rss", r["rss_growth_mb_while_running"], note=f"{r['rows']:,} rows")

@@ -20,9 +20,21 @@ RATE = {
 }
 STEPS: dict[str, dict[str, Any]] = {
     "rate_fidelity": RATE,
-    "generator_pika": {"locust_worker_msg_s": 25815.0, "bare_pika_msg_s": 24180.0},
-    "generator_kombu": {"locust_worker_msg_s": 9000.0, "bare_kombu_msg_s": 12000.0},
-    "generator_stomp": {"locust_worker_msg_s": 25483.0, "bare_stomp_msg_s": 56300.0},
+    "generator_pika": {
+        "locust_worker_msg_s": 25815.0,
+        "bare_pika_msg_s": 24180.0,
+        "locust_cpu_us_per_publish": 21.5,
+    },
+    "generator_kombu": {
+        "locust_worker_msg_s": 9000.0,
+        "bare_kombu_msg_s": 12000.0,
+        "locust_cpu_us_per_publish": 40.1,
+    },
+    "generator_stomp": {
+        "locust_worker_msg_s": 25483.0,
+        "bare_stomp_msg_s": 56300.0,
+        "locust_cpu_us_per_publish": 12.4,
+    },
     "recording": {
         "rows": 10**6,
         "append_us_per_row": 1.83,
@@ -51,6 +63,8 @@ def test_workload_prints_every_catalogued_figure(capsys: pytest.CaptureFixture[s
     assert got["workload.generator_kombu"].ratio == pytest.approx(0.75)
     assert got["workload.generator_kombu"].status == "fail"
     assert got["workload.generator_stomp"].anchor.value == 56300.0  # type: ignore[union-attr]
+    cpu = got["workload.generator_cpu_stomp"]
+    assert cpu.value == 12.4 and cpu.unit == "µs" and cpu.status == "no target"
     rate = got["workload.rate_vs_schedule"]
     assert rate.ratio == pytest.approx(4990 / 5010) and rate.status == "pass"
     assert got["workload.publish_delay_p999"].status == "fail"  # 35.3 ms against < 20 ms

@@ -80,9 +80,12 @@ def test_a_span_without_a_switch_is_the_thread_clock_and_stop_without_start_is_z
     assert spans.stop() == 0.0  # closed: nothing left open
 
 
-def test_trace_switches_makes_the_process_spans_exclusive(no_trace: None) -> None:
+def test_trace_switches_makes_the_process_spans_exclusive(
+    no_trace: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a Locust process does: no trace before, `trace_switches`, then the process's own
     `SPANS` (a first version installed nothing when no earlier trace was set)."""
+    monkeypatch.setattr(process_cpu.SPANS, "every", 1)  # time this span for sure
     trace_switches()
     assert greenlet.gettrace() is not None
     before = process_cpu.SPANS.ack_s
@@ -123,3 +126,33 @@ def test_spans_of_another_thread_keep_that_threads_clock(no_trace: None) -> None
     t.join(10)
     assert not t.is_alive()
     assert OWN <= got[0] < OWN + OTHER / 2
+
+
+def test_one_span_in_every_is_timed_and_the_sums_stay_unbiased(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fake CPU clock that advances 1 s a read: every span is 1 s of CPU. With every = 8,
+    about one span in eight reads the clock (twice) and counts 8 s; the sum over 8,000 spans
+    is 8,000 s within sampling noise (a seeded draw: the figures are exact for this seed)."""
+    reads = [0]
+
+    def clock() -> float:
+        reads[0] += 1
+        return float(reads[0])
+
+    monkeypatch.setattr(process_cpu, "now_cpu", clock)
+    spans = CpuSpans(every=8, seed=7)
+    total = 0.0
+    for _ in range(8000):
+        spans.start()
+        total += spans.stop()
+    timed = reads[0] // 2
+    assert 900 <= timed <= 1100  # ~1,000 of 8,000 timed, two clock reads each
+    assert total == 8.0 * timed
+    assert 7200 <= total <= 8800  # the estimate of the true 8,000 s
+    assert not spans._open
+
+
+def test_the_process_spans_sample_and_test_spans_time_everything() -> None:
+    assert process_cpu.SPANS.every == process_cpu.SPAN_EVERY > 1
+    assert CpuSpans().every == 1

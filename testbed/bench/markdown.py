@@ -8,11 +8,12 @@ machine it ran on.
 
 from __future__ import annotations
 
-__all__ = ["markdown", "machine_line", "scrub", "number"]
+__all__ = ["kept_sections", "markdown", "machine_line", "scrub", "number"]
 
 import re
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,8 @@ def _area(a: dict[str, Any]) -> list[str]:
     sources = sorted({f.target.source for f in figures if f.target and f.target.source})
     if sources:
         lines += ["Targets: " + " ".join(f"*{s}*: {SOURCES.get(s, s)}" for s in sources), ""]
-    run = f"The script: `{a['script']}`, {a['wall_s']:.0f} s wall, exit {a['exit']}."
+    when = f" on {a['date']}" if a.get("date") else ""
+    run = f"The script: `{a['script']}`, {a['wall_s']:.0f} s wall, exit {a['exit']}{when}."
     if a.get("unreadable_records"):
         run += f" {len(a['unreadable_records'])} unreadable figure line(s) ignored."
     lines += [run, ""]
@@ -114,7 +116,22 @@ def _summary(s: dict[str, int]) -> str:
     return text + f"; {s['figures'] - s['with_target']} more without a target."
 
 
-def markdown(doc: dict[str, Any]) -> str:
+def kept_sections(text: str, areas: Sequence[str]) -> dict[str, str]:
+    """The ``## <area>: ...`` sections of an earlier report for `areas`, verbatim, by area: a
+    run of some areas (``--only``) keeps the others' figures instead of dropping them."""
+    parts = re.split(r"(?m)^(?=## )", text)
+    out = {}
+    for part in parts[1:]:
+        name = part[3:].split(":", 1)[0].strip()
+        if name in areas:
+            out[name] = part.rstrip() + "\n"
+    return out
+
+
+def markdown(
+    doc: dict[str, Any], kept: Mapping[str, str] | None = None, order: Sequence[str] = ()
+) -> str:
+    """The report of `doc`; `kept`: earlier sections of areas not run now, placed in `order`."""
     quick = " (quick: machinery check, not numbers)" if doc["quick"] else ""
     lines = [
         f"# mqbed performance figures{quick}",
@@ -132,6 +149,17 @@ def markdown(doc: dict[str, Any]) -> str:
     ]
     if doc.get("failed"):
         lines += [f"**Failed benchmarks:** {', '.join(doc['failed'])}.", ""]
-    for a in doc["areas"]:
-        lines += _area(a)
+    kept = dict(kept or {})
+    if kept:
+        lines += [
+            f"Areas not run by this command, as an earlier run wrote them (see each one's "
+            f"command): {', '.join(kept)}. The summary counts the areas run now.",
+            "",
+        ]
+    fresh = {a["area"]: a for a in doc["areas"]}
+    for name in [*order, *(n for n in fresh if n not in order)]:
+        if name in fresh:
+            lines += _area(fresh[name])
+        elif name in kept:
+            lines += [kept[name]]
     return "\n".join(lines).rstrip() + "\n"

@@ -29,7 +29,7 @@ from typing import Any
 
 from testbed.bench.catalogue import expected
 from testbed.bench.figures import Figure, parse
-from testbed.bench.markdown import markdown, scrub
+from testbed.bench.markdown import kept_sections, markdown, scrub
 from testbed.exceptions import MqbedError
 from testbed.observe.environment import environment
 
@@ -185,6 +185,7 @@ def run_area(b: Benchmark, quick: bool, progress: Callable[[str], None]) -> dict
         "figures": [f.record() for f in rows],
         "brokers": parsed.brokers,
         "unreadable_records": parsed.bad,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "tail": None if ran.rc == 0 else tail(ran, parsed.other),
     }
 
@@ -244,5 +245,8 @@ def run_benchmarks(
         "areas": areas,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(doc), encoding="utf-8")
+    others = [b.name for b in BENCHMARKS if b not in chosen]
+    keep = out.exists() and not quick  # a quick run's figures are no numbers to sit beside
+    kept = kept_sections(out.read_text(encoding="utf-8"), others) if keep else {}
+    out.write_text(markdown(doc, kept, [b.name for b in BENCHMARKS]), encoding="utf-8")
     return doc

@@ -182,3 +182,29 @@ def test_scrub_makes_paths_relative_but_leaves_other_text(tmp_path: Path) -> Non
     assert [number(x) for x in (25815.0, 326.4, 13.56, 1.0676, 0.1413)] == [
         "25,815", "326", "13.6", "1.07", "0.141"
     ]  # fmt: skip
+
+
+def test_a_run_of_some_areas_keeps_the_other_areas_of_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--only fault-proxy` on an existing report replaces that area's section and keeps the
+    workload section as it was written (a first version dropped every area not run)."""
+    _stand_ins(tmp_path, monkeypatch)
+    out = tmp_path / "performance.md"
+    runner.run_benchmarks(out)
+    before = out.read_text()
+    workload = before[before.index("## workload: ") : before.index("## fault-proxy: ")]
+    monkeypatch.setattr(
+        runner, "_command", lambda b, quick: [sys.executable, "-c", "print('no figures')"]
+    )
+    doc = runner.run_benchmarks(out, only=["fault-proxy"])
+    text = out.read_text()
+    assert [a["area"] for a in doc["areas"]] == ["fault-proxy"]
+    assert workload in text  # verbatim, the date of its run included
+    assert text.index("## workload: ") < text.index("## fault-proxy: ")  # catalogue order
+    assert "Areas not run by this command, as an earlier run wrote them" in text
+    assert text.count("## fault-proxy: ") == 1 and "**Failed**" not in text  # the new one
+    quick = tmp_path / "quick.md"
+    quick.write_text(before)
+    runner.run_benchmarks(quick, quick=True, only=["fault-proxy"])
+    assert "## workload: " not in quick.read_text()  # no numbers beside a machinery check

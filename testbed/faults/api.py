@@ -48,7 +48,7 @@ import h11
 
 from testbed.exceptions import FaultError
 from testbed.faults.link import LOOPBACK
-from testbed.faults.toxics import ConflictError, NotFoundError, ToxicError
+from testbed.faults.toxic_spec import ConflictError, NotFoundError, ToxicError
 
 if TYPE_CHECKING:
     from testbed.faults.proxy import ProxyCore

@@ -20,7 +20,13 @@ import socket
 from typing import Any
 
 from testbed.faults.pipe import Connection
-from testbed.faults.toxics import ConflictError, NotFoundError, ToxicError, ToxicSpec, parse_toxic
+from testbed.faults.toxic_spec import (
+    ConflictError,
+    NotFoundError,
+    ToxicError,
+    ToxicSpec,
+    parse_toxic,
+)
 
 LOOPBACK = "127.0.0.1"
 

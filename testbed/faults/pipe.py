@@ -26,7 +26,8 @@ import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from testbed.faults.toxics import STREAMS, BandwidthToxic, Chunk, Toxic, ToxicSpec, make_toxic
+from testbed.faults.toxic_spec import STREAMS, ToxicSpec
+from testbed.faults.toxics import BandwidthToxic, Chunk, Toxic, make_toxic
 
 if TYPE_CHECKING:
     from testbed.faults.link import Link

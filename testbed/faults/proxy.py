@@ -34,7 +34,7 @@ from testbed.exceptions import FaultError
 from testbed.faults.api import ApiServer
 from testbed.faults.link import LOOPBACK, Link, listening_socket
 from testbed.faults.precise_selector import precise_event_loop
-from testbed.faults.toxics import ConflictError, NotFoundError, ToxicError
+from testbed.faults.toxic_spec import ConflictError, NotFoundError, ToxicError
 
 
 class ProxyCore:

@@ -48,7 +48,7 @@ from testbed.core.faultplan import Episode, episode_detail, plan_faults
 from testbed.exceptions import FaultError
 from testbed.faults.injector import BrokerFaults, has_alarms
 from testbed.faults.schedule import check_faults, links_for
-from testbed.faults.toxics import NotFoundError
+from testbed.faults.toxic_spec import NotFoundError
 
 log = logging.getLogger(__name__)
 

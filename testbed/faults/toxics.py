@@ -37,21 +37,7 @@ link); ``down`` and ``loss`` are ours.
 
 from __future__ import annotations
 
-__all__ = [
-    "BandwidthToxic",
-    "ToxicError",
-    "NotFoundError",
-    "ConflictError",
-    "STREAMS",
-    "TOXIC_TYPES",
-    "ToxicSpec",
-    "parse_toxic",
-    "applies",
-    "Chunk",
-    "ConnectionOps",
-    "Toxic",
-    "make_toxic",
-]
+__all__ = ["BandwidthToxic", "Chunk", "ConnectionOps", "Toxic", "make_toxic"]
 
 import asyncio
 import random
@@ -60,14 +46,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from testbed.faults.toxic_spec import (
-    STREAMS,
-    TOXIC_TYPES,
-    ConflictError,
-    NotFoundError,
-    ToxicError,
     ToxicSpec,
     applies,
-    parse_toxic,
 )
 
 # --- runtime ------------------------------------------------------------------------------------

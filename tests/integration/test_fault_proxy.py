@@ -26,7 +26,7 @@ from testbed.backends.base import BrokerEndpoint
 from testbed.brokers import ConnectionLost, QueueDecl, make_adapter
 from testbed.faults.api import ProxyClient
 from testbed.faults.proxy import FaultProxy
-from testbed.faults.toxics import NotFoundError, ToxicError, applies
+from testbed.faults.toxic_spec import NotFoundError, ToxicError, applies
 
 from .faultkit import AMQP_HEADER, Drainer, publish_paced, read_until_eof, start_frame
 

@@ -16,7 +16,8 @@ from testbed.core.scenario_faults import Fault
 from testbed.exceptions import FaultError
 from testbed.faults.injector import supported
 from testbed.faults.schedule import check_faults, links_for, needs_proxy
-from testbed.faults.toxics import Chunk, ToxicError, applies, make_toxic, parse_toxic
+from testbed.faults.toxic_spec import ToxicError, applies, parse_toxic
+from testbed.faults.toxics import Chunk, make_toxic
 
 FAULT = TypeAdapter(Fault)
 

@@ -4,6 +4,7 @@ It fails only on broken machinery, never on a noisy number."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
     text = out.read_text()
     for name in ("workload", "simulator", "fault-proxy", "correlation"):
         assert f"## {name}: " in text
-    assert text.count(", exit 0.") == 4 and "**Failed**" not in text
+    # each area's line: its script, wall time, exit code and the date it ran
+    assert len(re.findall(r", exit 0 on \d{4}-\d\d-\d\d \d\d:\d\d UTC\.", text)) == 4
+    assert "**Failed**" not in text
     # every script printed every catalogued figure of its area (quick mode says why it left
     # some out), and the bare loops were measured beside each Locust worker
     assert "the script printed no figure for it" not in text
@@ -38,6 +41,7 @@ def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
     for client in ("pika", "kombu", "stomp"):
         f = figures[f"workload.generator_{client}"]
         assert f["value"] > 0 and f["anchor"]["value"] > 0 and f["ratio"] > 0, f
+        assert figures[f"workload.generator_cpu_{client}"]["value"] > 0  # µs a publish
     assert perf["machine"]["brokers"].keys() == {"rabbitmq", "activemq"}
     warm = figures["workload.warm_light_p50_activemq"]  # the same stream before and after
     assert warm["value"] > 0 and warm["anchor"]["value"] > 0, warm

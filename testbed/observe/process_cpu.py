@@ -112,7 +112,7 @@ class CpuSpans:
 
     def switched(self, event: str, args: tuple[Any, Any]) -> None:
         """greenlet trace: a switch pauses the origin's open span, resumes the target's."""
-        if event not in ("switch", "throw") or not self._open:
+        if not self._open or event not in ("switch", "throw"):  # no open span: most switches
             return
         origin, target = args
         t = now_cpu()

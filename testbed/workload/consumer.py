@@ -29,30 +29,27 @@ from collections.abc import Callable
 import numpy as np
 
 from testbed.brokers.base import (
-    HDR_T_PUBLISH_NS,
     AckMode,
     BrokerAdapter,
     Consumer,
     DeclarationError,
     Delivery,
-    Destination,
     Producer,
 )
 from testbed.control.visibility import VisibilityController
 from testbed.core.broker_kinds import KINDS
 from testbed.core.clock import RunClock
-from testbed.core.scenario import ConsumerSpec, FollowUpSpec, Scenario
+from testbed.core.scenario import ConsumerSpec, Scenario
 from testbed.core.visibility import (
     consumer_prefetch,
     dead_letter_queue,
-    delay_queue_of,
     holds_head_of_line,
 )
 from testbed.observe.process_cpu import SPANS
 from testbed.observe.recorder import Recorder
 from testbed.workload.config import HDR_ATTEMPT, HDR_TYPE
+from testbed.workload.consumer_publish import ConsumerPublishing
 from testbed.workload.crashes import ClientCrash
-from testbed.workload.producer import body_of
 from testbed.workload.topology import subscription_declarations
 
 LOCKED_WAIT = 5.0
@@ -60,7 +57,7 @@ LOCKED_WAIT = 5.0
 for the consumer's previous, dead connection (RESOURCE_LOCKED)."""
 
 
-class ConsumerLoop:
+class ConsumerLoop(ConsumerPublishing):
     """One consumer instance of a consumer group."""
 
     poll = 0.05
@@ -109,6 +106,26 @@ class ConsumerLoop:
                 requeue_head=self._requeue_head if self._in_order else None,
             )  # fmt: skip
         self._requeue_capable = adapter.capabilities.nack_requeue
+        self.settling = False
+        """True from a delivery's ack to its record: a crash then waits (`crash`)."""
+        self._deferred: ClientCrash | None = None
+
+    def crash(self, exc: ClientCrash, kill: Callable[[ClientCrash], None]) -> None:
+        """Crash this consumer with `exc` through `kill` (its greenlet's), or — while it is
+        settling a delivery, between the ack and its record — right after the record. A crash
+        landing inside the ack (whose socket write can yield) left a message the broker had
+        taken the ack of recorded as ``crashed``: never redelivered, the ledger counted it lost
+        (test_client_crashes_redeliver_and_restart[activemq], about one run in 50). The record
+        follows the ack by well under a millisecond, so the crash moves by as much."""
+        if self.settling:
+            self._deferred = exc
+        else:
+            kill(exc)
+
+    def _raise_deferred(self) -> None:
+        exc, self._deferred = self._deferred, None
+        if exc is not None:
+            raise exc
 
     def _requeue_head(self, d: Delivery) -> None:
         """In order: `d`'s lease ran out, back to the head of the line: RabbitMQ requeues it
@@ -117,64 +134,6 @@ class ConsumerLoop:
             d.nack(requeue=True)
         else:
             self._again.append(d)
-
-    # -- publishing helpers -------------------------------------------------------------------
-
-    def _producer(self, dest: Destination, persistent: bool | None = None) -> Producer:
-        """A producer on `dest`, persistent as asked (None: as this consumer's queue)."""
-        persistent = self._durable if persistent is None else persistent
-        key = f"{dest.kind}:{dest.name}:{int(persistent)}"
-        p = self._producers.get(key)
-        if p is None:
-            p = self.adapter.producer(dest, persistent=persistent, confirms=False)
-            self._producers[key] = p
-        return p
-
-    def _republish(self, d: Delivery, attempt: int, queue: str, delay: float = 0.0) -> None:
-        """Re-enqueue a copy (same id, publish time and type; new attempt) to `queue`,
-        invisible for `delay` seconds (see :mod:`testbed.control.visibility`)."""
-        headers = {k: v for k, v in d.headers.items() if k.startswith("x-mqbed-")}
-        headers[HDR_ATTEMPT] = attempt
-        if d.t_publish_ns is not None:
-            headers[HDR_T_PUBLISH_NS] = d.t_publish_ns
-        if delay > 0:
-            queue = delay_queue_of(queue)  # RabbitMQ: TTL = VT, dead-letters back into the queue
-        self._producer(Destination.queue(queue)).publish(d.body, msg_id=d.msg_id, headers=headers)
-
-    def _follow_ups(self, d: Delivery, msg_type: str) -> None:
-        for f in self.spec.follow_ups:
-            if (f.on is not None and f.on != msg_type) or (
-                f.probability < 1.0 and self._uniform() >= f.probability
-            ):
-                continue
-            self._publish_follow_up(f)
-
-    def _publish_follow_up(self, f: FollowUpSpec) -> None:
-        SPANS.start()
-        try:
-            self._send_follow_up(f)
-        finally:
-            SPANS.publish_s += SPANS.stop()
-
-    def _send_follow_up(self, f: FollowUpSpec) -> None:
-        if f.queue is not None:
-            dest = Destination.queue(f.queue)
-        else:
-            dest = Destination.exchange(f.exchange or "", f.routing_key or "")
-        size = max(0, int(f.size.sample(self.rng)))
-        msg_id = f"{self.recorder.id_prefix}{self.name}.f{self._follow_seq}"
-        self._follow_seq += 1
-        t_intended = self.clock.now()
-        t_ns = self._producer(dest, f.persistent).publish(  # as the simulator: its own flag
-            body_of(size),
-            msg_id=msg_id,
-            headers={HDR_TYPE: f.message_type, HDR_ATTEMPT: 1},
-            routing_key=f.routing_key,
-        )
-        t_pub = self.clock.of_ns(t_ns)
-        self.recorder.message(
-            msg_id, f.message_type, f.destination, self.name, size, t_intended, t_pub, t_pub, True
-        )
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -325,27 +284,32 @@ class ConsumerLoop:
         service = self._service()
         self._serve(service)
         SPANS.start()  # the delivery's end: ack and record (observe.process_cpu's spans)
-        if ack == "after_processing":
-            if vis is not None and not vis.settle(d):
-                self._current = None
-                SPANS.stop()  # not counted, as before: this attempt was no delivery's end
-                return  # the lease ran out during service: the attempt was recorded as timed_out
-            d.ack()
-        self.recorder.delivery(
-            d.msg_id,
-            d.queue,
-            self.name,
-            attempt,
-            t_deliver,
-            self.clock.now(),
-            "acked",
-            redelivered,
-            latency,
-            size,
-            service_s=max(service, 0.0),
-        )
-        SPANS.ack_s += SPANS.stop()
-        self._current = None
+        self.settling = True
+        try:
+            if ack == "after_processing":
+                if vis is not None and not vis.settle(d):
+                    self._current = None
+                    SPANS.stop()  # not counted, as before: this attempt was no delivery's end
+                    return  # the lease ran out during service: recorded as timed_out
+                d.ack()
+            self.recorder.delivery(
+                d.msg_id,
+                d.queue,
+                self.name,
+                attempt,
+                t_deliver,
+                self.clock.now(),
+                "acked",
+                redelivered,
+                latency,
+                size,
+                service_s=max(service, 0.0),
+            )
+            SPANS.ack_s += SPANS.stop()
+            self._current = None
+        finally:
+            self.settling = False
+            self._raise_deferred()  # a crash that came meanwhile (over a connection error too)
         self._follow_ups(d, msg_type)
 
     def _fail(

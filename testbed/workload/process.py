@@ -125,7 +125,7 @@ class Process:
                 plans,
                 self.clock.now,
                 lambda g: list(self.live.get(g, [])),
-                lambda u, exc: u._greenlet.kill(exc, block=False),
+                lambda u, exc: u.crash(exc),
                 self.recorder.event,
             )
 

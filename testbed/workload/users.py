@@ -73,6 +73,21 @@ class _MqbedUser(User):
     def _make_loop(self, st: Process) -> Any:
         raise NotImplementedError
 
+    def crash(self, exc: ClientCrash) -> None:
+        """A planned crash (`testbed.workload.crashes`): raised inside this instance's
+        greenlet, where it is — except that a consumer settling a delivery takes it after the
+        record (`ConsumerLoop.crash`)."""
+
+        def kill(e: ClientCrash) -> None:
+            if self._greenlet is not None:
+                self._greenlet.kill(e, block=False)
+
+        loop = getattr(self, "loop", None)
+        if isinstance(loop, ConsumerLoop):
+            loop.crash(exc, kill)
+        else:
+            kill(exc)
+
     def on_start(self) -> None:
         try:
             st = process_state(self.environment)

@@ -14,6 +14,9 @@ The fitted receive CPU still holds work done after a handler has started (timers
 service's wake-up); a profile that measured the gap between fanned-out copies in one process
 (``ClientPath.copy_gap``) books only that much before the handler and the rest with the ack
 (``Costs.client_cpu``).
+A handler's follow-ups are sent ``follow_gap`` apart (``ClientPath.follow_gap``: a publish's
+wall time in a handler, more than its CPU), and the handler holds its process all that time:
+deliveries to the process's other consumers that arrive meanwhile start after it.
 The delivery and hold tables already carry the *average* contention of the calibration's
 independent Poisson streams; what they cannot carry is work that arrives together: one
 published message fanned out to five queues whose five consumers live in one process (the
@@ -47,11 +50,20 @@ class ClientCpu:
     per operation (``ClientPath.cpu``): a publish, a delivery's work before its handler starts,
     and its ack and record after its service."""
 
-    def __init__(self, publish: float, receive: float, ack: float = 0.0) -> None:
+    def __init__(
+        self,
+        publish: float,
+        receive: float,
+        ack: float = 0.0,
+        follow_gap: float | None = None,
+    ) -> None:
         costs = (publish, receive, ack)
-        if any(c < 0 for c in costs):
+        if any(c < 0 for c in costs) or (follow_gap is not None and follow_gap < 0):
             raise ValueError(f"CPU costs per client operation must be ≥ 0, not {costs!r}")
         self.publish, self.receive, self.ack = costs
+        self.follow_gap = publish if follow_gap is None else follow_gap
+        """Time between the stamps of one handler's consecutive follow-ups, during which the
+        handler does not yield its process (``ClientPath.follow_gap``; else ``publish``)."""
         self.gap = min((c for c in costs if c > 0), default=0.0)
         """Gaps shorter than the cheapest booking can never be used: they are closed."""
         self.starts: list[float] = []
@@ -112,8 +124,17 @@ class Processes:
     gives users of fixed counts (which user shares a process with which is an approximation
     for more than one process). No processes when the profile has no CPU cost per operation."""
 
-    def __init__(self, workers: int, costs: tuple[float, float, float] | None) -> None:
-        self.cpus = [ClientCpu(*costs) for _ in range(workers)] if costs and any(costs) else []
+    def __init__(
+        self,
+        workers: int,
+        costs: tuple[float, float, float] | None,
+        follow_gap: float | None = None,
+    ) -> None:
+        self.cpus = (
+            [ClientCpu(*costs, follow_gap=follow_gap) for _ in range(workers)]
+            if costs and any(costs)
+            else []
+        )
         self._dealt = 0
 
     def next(self) -> ClientCpu | None:

@@ -124,6 +124,7 @@ class Consumer:
         self.active = False
         self.queue: Queue | None = None
         self.channel_free = 0.0  # for fan-out follow-ups (its publishing channel)
+        self.together = False  # a burst of follow-ups leaves after its last send (`KindFacts`)
         self.d = broker.d
         self.call_at = broker.call_at
         self.sizes = broker.sizes
@@ -341,15 +342,16 @@ class Consumer:
     def _publish_follow_ups(self, m: int, t: float) -> None:
         """Publish the handler's follow-ups of ``m`` (ended at ``t``), one after another.
 
-        The live handler sends them in a row, each a publish's CPU after the last (its process
-        cost ``cpu.publish``), and none is on its way before the last is sent: on SPECjms2007
-        interaction 1 the first of three follow-ups took 0.25 ms (RabbitMQ; 0.07 on ActiveMQ)
-        longer than the third, the time from its stamp to the last one's. The calibration's
+        The live handler sends them in a row, ``cpu.follow_gap`` apart (the calibration's burst
+        stream; without it the publish CPU ``cpu.publish``), and holds its Locust process meanwhile:
+        the burst is booked on it, so deliveries to its other consumers wait for the last
+        send. On ActiveMQ none is on its way before the last is sent (``together``, the kind's
+        ``follow_ups_together``); on RabbitMQ each leaves at its own stamp. The calibration's
         follow-up table is measured with one follow-up per handler, so one is unchanged."""
         flow = self.flows[m]
         out: list[tuple[int, FollowUp]] = []
         cpu = self.cpu
-        gap = cpu.publish if cpu is not None else 0.0
+        gap = cpu.follow_gap if cpu is not None else 0.0
         new = self.rec.new_message
         for f in self.follow_ups:
             if f.on >= 0 and f.on != flow:
@@ -361,10 +363,17 @@ class Consumer:
             self.rec.confirm(m2, stamp)  # the live consumer records a follow-up as confirmed
             self.broker.pending += 1
             out.append((m2, f))
-        if len(out) > 1 and gap > 0.0:
-            self.call_at(self.broker.env.now + gap * (len(out) - 1), self._send, out)
-        elif out:
+        if len(out) < 2 or gap <= 0.0:
             self._send_now(out)
+            return
+        if cpu is not None:
+            cpu.take(t, gap * len(out))  # the handler does not yield until the last is sent
+        now = self.broker.env.now
+        if self.together:
+            self.call_at(max(now, t + gap * (len(out) - 1)), self._send, out)
+            return
+        for k, sent in enumerate(out):
+            self.call_at(max(now, t + gap * k), self._send, [sent])
 
     def _send(self, ev: Any) -> None:
         self._send_now(ev.value)

@@ -179,6 +179,12 @@ class Costs:
         c = cp.cpu_per_op or 0.0
         return (c, c, 0.0)
 
+    def follow_gap(self) -> float | None:
+        """How far apart a handler's follow-ups are sent (``ClientPath.follow_gap``; None: not
+        measured, the publish CPU spaces them)."""
+        cp = self.profile.client_path
+        return cp.follow_gap if cp is not None else None
+
     def size_slope(self, rate: float) -> float:
         """s/byte of the delivery residual (the base fit's slope less the queue process's)."""
         return self.delivery_residual(rate)[1]

@@ -39,6 +39,7 @@ from emulator.sim.producers import Producer, picker
 from emulator.sim.queues import Queue
 from emulator.sim.recorder import OUTCOME_CODES, Recorder
 from testbed.core.arrivals import schedule
+from testbed.core.broker_kinds import KINDS
 from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
 from testbed.core.profile import Profile
@@ -97,7 +98,9 @@ class Model:
         confirm = self.costs.confirm_table(self.total_rate)
         if confirm is not None and kind in ("amqp", "threads"):
             self.broker.confirm_draw = table_sampler(confirm, self._stream("broker:confirm-path"))
-        self.processes = Processes(s.workers, self.costs.client_cpu())  # Locust's CPU (§9)
+        self.processes = Processes(  # Locust's CPU (§9)
+            s.workers, self.costs.client_cpu(), self.costs.follow_gap()
+        )
         self.queues: dict[str, Queue] = {}
         self._build_queues()
         self.producers: list[Producer] = []
@@ -291,6 +294,8 @@ class Model:
         )
         c.link = self.link
         c.cpu = self.processes.next()
+        facts = KINDS.get(self.scenario.broker.kind)
+        c.together = bool(facts and facts.follow_ups_together)
         return c
 
     def _hold(self, base: str, batch: int) -> Any:

@@ -33,6 +33,8 @@ tables of :class:`testbed.core.client_path.ClientPath`:
   (``path_scenario.FAN``), the work a delivery costs its process before its handler, and how
   much later its first copy starts than a one-queue message's is ``fan_delay``
   (`testbed.calibration.fan_out`);
+- after the quiet phase a handler that publishes three follow-ups (``path_scenario.BURST``):
+  how far apart they are sent is ``follow_gap`` (`testbed.calibration.follow_burst`);
 - in the mid and high phases one prefetch-1 consumer at the same utilisation: its gaps from an
   ack to the start of a message already waiting at the broker are the *turnaround* table
   (``turnaround_points``, ``path_scenario.TURN``), what a message that waited still has ahead;
@@ -93,7 +95,9 @@ import yaml
 from testbed.calibration.confirm_path import MIN_SAMPLE, confirm_points, read_sends
 from testbed.calibration.consumer_idle import consumer_idle, idle_points, normalised
 from testbed.calibration.fan_out import copy_gap, fan_delay
+from testbed.calibration.follow_burst import follow_gap
 from testbed.calibration.path_scenario import (
+    BURST,
     CHAINS,
     CONFIRMED_TRANSIENT,
     END,
@@ -142,7 +146,9 @@ def _phased(deliveries: pd.DataFrame, scale: float) -> pd.DataFrame:
 
 def _is_delivery_stream(queue: str) -> bool:
     stream = queue.removeprefix("mqbed-cal-")
-    return queue.startswith("mqbed-cal-") and not stream.startswith((TURN, FAN, "hold", IDLE))
+    return queue.startswith("mqbed-cal-") and not stream.startswith(
+        (TURN, FAN, "hold", IDLE, BURST)
+    )
 
 
 def delivery_idle_points(
@@ -297,8 +303,7 @@ def measure_client_path(
         rejected.append(f"attempt {attempt}: other work used {foreign:.2f} cores on average"
                         f" ({steal:.2f} of them stolen by the hypervisor)")  # fmt: skip
         progress(f"  rejected: other work used {foreign:.2f} cores (limit {FOREIGN_CPU_LIMIT})")
-    assert best is not None
-    foreign, deliveries, load, usage, sends = best
+    foreign, deliveries, load, usage, sends = best  # type: ignore[misc]  # ATTEMPTS ≥ 1
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     wake = wake_points(deliveries, scale)
@@ -319,6 +324,7 @@ def measure_client_path(
         turnaround=turns,
         copy_gap=copy_gap(deliveries),
         fan_delay=fan_delay(deliveries, scale),
+        follow_gap=follow_gap(sends),
         wake=wake,
         consumer_idle=idle,
         fit=fits + fit_t + fit_c,

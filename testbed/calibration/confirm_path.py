@@ -46,9 +46,12 @@ def confirm_points(
     return points, fits
 
 
+SEND_COLUMNS = ("msg_id", "producer", "queue", "t_publish", "t_confirm")
+
+
 def read_sends(run: Path) -> pd.DataFrame:
     """A calibration run's ``messages`` table, the columns this needs (empty when none)."""
     path = run / "measured" / "messages.parquet"
     if not path.is_file():
-        return pd.DataFrame(columns=["queue", "t_publish", "t_confirm"])
-    return pd.read_parquet(path, columns=["queue", "t_publish", "t_confirm"])
+        return pd.DataFrame(columns=list(SEND_COLUMNS))
+    return pd.read_parquet(path, columns=list(SEND_COLUMNS))

@@ -7,6 +7,10 @@ what each stream is for is said there and at ``PHASES``.
 from __future__ import annotations
 
 __all__ = [
+    "BURST",
+    "BURST_START",
+    "BURST_STOP",
+    "BURST_WIDTH",
     "CHAINS",
     "CONFIRMED_TRANSIENT",
     "END",
@@ -70,6 +74,17 @@ wake-up of an idle machine (``ClientPath.wake``, `testbed.calibration.wake`). Th
 never leave the machine idle long enough to show it: a quiet phase of 24 msg/s in all measured
 tables 0.3-0.5 ms slower, but as a rate point it also slowed the follow-ups of a sparse
 scenario, which are published right after a handler ran."""
+BURST, BURST_WIDTH, BURST_RATE, BURST_START, BURST_STOP = "burst", 3, 10.0, 90.0, 102.0
+"""The burst stream after the quiet phase (added to revision 10 on 2026-11-29), alone on the
+machine from ``BURST_START`` to ``BURST_STOP`` (s, stretched by the scale): small transient
+messages at ``BURST_RATE`` msg/s (Poisson) to a zero-service consumer whose handler publishes
+``BURST_WIDTH`` follow-ups, one to each of ``BURST_WIDTH`` queues whose consumers share the
+Locust process and serve ``FAN_SERVICE`` (constant: each handler sleeps while the next starts).
+It gives how far apart one handler's follow-ups are sent (``ClientPath.follow_gap``):
+SPECjms2007 interaction 1's distribution centre sends three per order, whose stamps were
+0.13-0.19 ms apart on ActiveMQ where the simulator spaced them by the publish CPU (0.06 ms,
+2026-11-29), and 0.43-0.45 ms apart on RabbitMQ (0.13 ms): per type, OrderConf, ShipDep and
+StatInfo were predicted 29-33, 14-18 and 8-25 % low on ActiveMQ."""
 WAITING_FOR = 0.005
 """A message published this long (s) before an ack was waiting at the consumer when it acked."""
 
@@ -167,7 +182,7 @@ through the same `awake` and cold-consumer corrections as the others': the simul
 wake-up of the machine's longer idle times itself."""
 
 
-END = max(IDLE_STOP, *(ph.stop for ph in PHASES))
+END = max(IDLE_STOP, BURST_STOP, *(ph.stop for ph in PHASES))
 """The protocol's time (s) at which its last stream stops."""
 
 PRIME = 8.0
@@ -218,6 +233,10 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                     if ph.turn
                 ),  # fmt: skip
                 *(
+                    {"name": f"mqbed-cal-{q}", "durable": False}
+                    for q in (BURST, *(f"{BURST}-{i}" for i in range(BURST_WIDTH)))
+                ),
+                *(
                     {
                         "name": f"mqbed-cal-{FAN}-{i}",
                         "durable": False,
@@ -243,6 +262,10 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             ),  # fmt: skip
             *(_consumer(ph.turn_queue, 1, HOLD_SERVICE, prefetch=1) for ph in PHASES if ph.turn),
             *(_consumer(f"{FAN}-{i}", 1, FAN_SERVICE, constant=True) for i in range(FAN_WIDTH)),
+            _burst_consumer(),
+            *(
+                _consumer(f"{BURST}-{i}", 1, FAN_SERVICE, constant=True) for i in range(BURST_WIDTH)
+            ),  # fmt: skip
         ],
     }
 
@@ -259,7 +282,17 @@ def _producers(scale: float) -> list[dict[str, Any]]:
             "confirms": False,
             "start": f"{at(IDLE_START, scale)}s",
             "stop": f"{at(IDLE_STOP, scale)}s",
-        }
+        },
+        {
+            "name": BURST,
+            "queue": f"mqbed-cal-{BURST}",
+            "arrival": {"kind": "poisson", "rate": f"{BURST_RATE}/s"},
+            "size": f"{SMALL}B",
+            "persistent": False,
+            "confirms": False,
+            "start": f"{at(BURST_START, scale)}s",
+            "stop": f"{at(BURST_STOP, scale)}s",
+        },
     ]
     for ph in PHASES:
         streams = [
@@ -338,6 +371,21 @@ def _consumer(
                 "persistent": persistent,
             }
         ]
+    return spec
+
+
+def _burst_consumer() -> dict[str, Any]:
+    """The burst stream's consumer: ``BURST_WIDTH`` follow-ups from each handler (``BURST``)."""
+    spec = _consumer(BURST, 1, 0.0)
+    spec["follow_ups"] = [
+        {
+            "message_type": f"{BURST}-{i}",
+            "queue": f"mqbed-cal-{BURST}-{i}",
+            "size": f"{SMALL}B",
+            "persistent": False,
+        }
+        for i in range(BURST_WIDTH)
+    ]
     return spec
 
 

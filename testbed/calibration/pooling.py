@@ -67,7 +67,7 @@ A draw that did not record its foreign load does not pool either."""
 WINDOW_S = 6 * 3600.0
 """How old a previous draw may be (s): the machine changes speed over hours, too."""
 _TABLES = ("delivery", "hold", "confirm", "turnaround")
-_SCALARS = ("copy_gap", "fan_delay", "cpu_per_op")
+_SCALARS = ("copy_gap", "fan_delay", "follow_gap", "cpu_per_op")
 _CPU = ("publish", "receive", "ack")
 
 

@@ -81,6 +81,13 @@ class KindFacts:
     """The wake-up of a fanned-out message published after idle time overlaps the broker's
     routing of it to its extra queues: its copies take the wake-up less that routing
     (`emulator.sim.wake`); False: the one after the other."""
+    follow_ups_together: bool
+    """A handler's follow-ups reach their consumers only after the last of them is sent (on
+    SPECjms2007 interaction 1, 2026-11-29, the first of three started 0.75-0.83 ms after the
+    last stamp on ActiveMQ, where a single follow-up takes 0.65-0.71 ms); False: each is on its
+    way from its own stamp (RabbitMQ: the first started 0.34 ms after the last stamp, a single
+    follow-up taking 0.77-0.88 ms; a second run started it 0.80 ms after: thin evidence,
+    docs/models.md §9). `emulator.sim.consumers`."""
     kill_s: float
     """How long a kill takes until the process is gone and its sockets close, when the
     profile has no measured figure (`testbed.core.availability.kill_teardown_seconds`)."""
@@ -210,6 +217,7 @@ RABBITMQ = register(
         # wake-up was 0.16-0.35 ms and the fan delay of four extra queues 0.13 ms: they add up
         # (re-predicted with the run's own profile, KS 0.076 adding them, 0.183 overlapping)
         wake_overlaps_routing=False,
+        follow_ups_together=False,
         # publishes lost in flight per kill at 100 msg/s: 1.9 over 9 live PCM kills (2-3, 1-3,
         # 1-2 in three sessions, 2026-11-27); signal -> process gone took 28 ms
         kill_s=0.019,
@@ -254,6 +262,7 @@ ACTIVEMQ = register(
         # a fan delay of 0.28 ms (re-predicted with the runs' own profiles, KS 0.059 and 0.168
         # overlapping them, 0.261 and 0.406 adding them)
         wake_overlaps_routing=True,
+        follow_ups_together=True,
         # publishes lost in flight per kill at 100 msg/s: 3.6 over 9 live PCM kills (2-7 each,
         # 2026-11-27); signal -> process gone took 24 ms
         kill_s=0.036,

@@ -23,6 +23,7 @@ library as a real run, and keeps from its records two empirical distributions pe
   consumers share one process: the work a delivery costs its process before its handler.
 - ``fan_delay``: how much later the copies of a fanned-out message start than a message to one
   queue, per extra queue (the broker's routing to each of them).
+- ``follow_gap``: how far apart a handler's follow-ups are sent (its publishes' wall time).
 - ``wake``: how much longer a message takes when the machine was idle before it was published
   (no publish and no handler ending for that long): the delivery tables are measured on a
   machine that is never idle for more than a few milliseconds.
@@ -92,7 +93,10 @@ earlier one is measured again by the next run (`ClientPath.missing`):
 9. the first phase's streams primed for 8 s before its window opens (`path_scenario.PRIME`): its
    first seconds were cold, and the 130 msg/s tables slower than the 244 msg/s ones;
 10. a quiet phase of 30 msg/s after the sparse stream, the low end of the rate axis: below
-    130 msg/s the tables were clamped to the low phase's, with a loaded machine's tails."""
+    130 msg/s the tables were clamped to the low phase's, with a loaded machine's tails; since
+    2026-11-29 also a handler's burst of three follow-ups after the quiet phase: how far apart
+    they are sent (``follow_gap``). A profile without it spaces follow-ups by the publish CPU
+    and is not measured again for it (the shipped ones do not carry it yet)."""
 
 WAKE_AWAKE = 0.01
 """Idle time (s) within which the machine counts as awake: the baseline of the ``wake`` points
@@ -214,6 +218,9 @@ class ClientPath(Strict):
     """How much later (s) every copy of a message routed to n queues starts than a message to
     one queue, per extra queue: the simulator's per-destination cost (None: not measured; none
     is added, `emulator.sim.costs`)."""
+    follow_gap: float | None = Field(None, ge=0)
+    """Median gap (s) between the publish stamps of consecutive follow-ups of one handler
+    (None: not measured; the simulator spaces them by ``cpu.publish``)."""
     wake: list[WakePoint] = Field(default_factory=list)
     """The wake-up of an idle machine, by idle time (increasing; empty: not measured, no
     wake-up is added)."""

@@ -100,6 +100,7 @@ TABLE: dict[str, tuple[object, object]] = {
     "ack_loss_s":                     (0.01,              0.005),  # availability.py
     "acks_with_writes":               (True,              False),  # sim/ack_journal.py
     "wake_overlaps_routing":          (False,             True),   # sim/wake.py
+    "follow_ups_together":            (False,             True),   # sim/consumers.py
     "kill_s":                         (0.019,             0.036),  # availability.py
     "stats_refresh_s":                (1.0,               0.0),  # sim/autoscale.py
     "prometheus_plugin":              (True,              False),  # prometheus.py

@@ -212,19 +212,26 @@ class ConsumerLoop(ConsumerPublishing):
         broker redelivers it; under auto/after_receive it is lost with the consumer)."""
         if self._current is not None:
             d, attempt, t_deliver, latency, redelivered, size = self._current
-            self.recorder.delivery(
-                d.msg_id,
-                d.queue,
-                self.name,
-                attempt,
-                t_deliver,
-                now,
-                "crashed",
-                redelivered,
-                latency,
-                size,
-            )
+            self._record(d, attempt, t_deliver, now, "crashed", redelivered, latency, size)
         self._current = None
+
+    def _record(
+        self,
+        d: Delivery,
+        attempt: int,
+        t_deliver: float,
+        t_done: float,
+        outcome: str,
+        redelivered: bool,
+        latency: float | None,
+        size: int,
+        service_s: float | None = None,
+    ) -> None:
+        """One attempt's ``deliveries`` row."""
+        self.recorder.delivery(
+            d.msg_id, d.queue, self.name, attempt, t_deliver, t_done, outcome, redelivered,
+            latency, size, service_s=service_s,
+        )  # fmt: skip
 
     def _crash(self) -> None:
         """Abrupt end: nothing is acked or released; the broker requeues what was unacked."""
@@ -292,19 +299,10 @@ class ConsumerLoop(ConsumerPublishing):
                     SPANS.stop()  # not counted, as before: this attempt was no delivery's end
                     return  # the lease ran out during service: recorded as timed_out
                 d.ack()
-            self.recorder.delivery(
-                d.msg_id,
-                d.queue,
-                self.name,
-                attempt,
-                t_deliver,
-                self.clock.now(),
-                "acked",
-                redelivered,
-                latency,
-                size,
+            self._record(
+                d, attempt, t_deliver, self.clock.now(), "acked", redelivered, latency, size,
                 service_s=max(service, 0.0),
-            )
+            )  # fmt: skip
             SPANS.ack_s += SPANS.stop()
             self._current = None
         finally:
@@ -324,18 +322,7 @@ class ConsumerLoop(ConsumerPublishing):
         now = self.clock.now()
         self._current = None  # recorded below (or by the visibility controller)
         if self.spec.ack != "after_processing":
-            self.recorder.delivery(
-                d.msg_id,
-                d.queue,
-                self.name,
-                attempt,
-                t_deliver,
-                now,
-                "dropped",
-                redelivered,
-                latency,
-                size,
-            )
+            self._record(d, attempt, t_deliver, now, "dropped", redelivered, latency, size)
             return
         if self.visibility is not None:
             if self._in_order:
@@ -348,15 +335,4 @@ class ConsumerLoop(ConsumerPublishing):
         else:
             self._republish(d, attempt + 1, d.queue)
             d.ack()
-        self.recorder.delivery(
-            d.msg_id,
-            d.queue,
-            self.name,
-            attempt,
-            t_deliver,
-            now,
-            "nacked",
-            redelivered,
-            latency,
-            size,
-        )
+        self._record(d, attempt, t_deliver, now, "nacked", redelivered, latency, size)

@@ -267,22 +267,22 @@ Replicate = Callable[[Path, Path], pd.DataFrame]
 """Runs a scenario file into a run directory and returns its merged measured deliveries."""
 
 
-def measure_client_path(
+Attempt = tuple[float, pd.DataFrame, list[float], list[ProcessUsage], pd.DataFrame]
+"""One calibration run: foreign cores, deliveries, load averages, CPU usage, sends."""
+
+
+def _quietest_attempt(
     replicate: Replicate,
-    *,
     kind: str,
     client: str,
-    broker_version: str,
-    host: str,
-    scale: float = 1.0,
-    progress: Callable[[str], None] = lambda line: None,
-    command: str = "",
-    broker_pids: Sequence[int] = (),
-) -> ClientPath:
-    """Run the calibration scenario (up to ``ATTEMPTS`` times, rejecting busy ones)."""
-    started = time.monotonic()
-    rejected: list[str] = []
-    best: tuple[float, pd.DataFrame, list[float], list[ProcessUsage], pd.DataFrame] | None = None
+    scale: float,
+    progress: Callable[[str], None],
+    broker_pids: Sequence[int],
+    rejected: list[str],
+) -> Attempt:
+    """The calibration scenario run until an attempt is quiet (at most ``ATTEMPTS``), or the
+    quietest of them; each busy attempt is named in ``rejected``."""
+    best: Attempt | None = None
     for attempt in range(1, ATTEMPTS + 1):
         with tempfile.TemporaryDirectory(prefix="mqbed-calibration-") as tmp:
             path = Path(tmp) / "calibration.yaml"
@@ -303,7 +303,28 @@ def measure_client_path(
         rejected.append(f"attempt {attempt}: other work used {foreign:.2f} cores on average"
                         f" ({steal:.2f} of them stolen by the hypervisor)")  # fmt: skip
         progress(f"  rejected: other work used {foreign:.2f} cores (limit {FOREIGN_CPU_LIMIT})")
-    foreign, deliveries, load, usage, sends = best  # type: ignore[misc]  # ATTEMPTS ≥ 1
+    assert best is not None  # ATTEMPTS ≥ 1
+    return best
+
+
+def measure_client_path(
+    replicate: Replicate,
+    *,
+    kind: str,
+    client: str,
+    broker_version: str,
+    host: str,
+    scale: float = 1.0,
+    progress: Callable[[str], None] = lambda line: None,
+    command: str = "",
+    broker_pids: Sequence[int] = (),
+) -> ClientPath:
+    """Run the calibration scenario (up to ``ATTEMPTS`` times, rejecting busy ones)."""
+    started = time.monotonic()
+    rejected: list[str] = []
+    foreign, deliveries, load, usage, sends = _quietest_attempt(
+        replicate, kind, client, scale, progress, broker_pids, rejected
+    )
     if foreign > FOREIGN_CPU_LIMIT:
         rejected.append(f"every attempt was busy: kept the quietest ({foreign:.2f} cores)")
     wake = wake_points(deliveries, scale)

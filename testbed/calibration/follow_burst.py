@@ -35,11 +35,12 @@ def _bursts(sends: pd.DataFrame) -> pd.DataFrame:
     """The burst stream's follow-ups, with their burst's number (``burst``) and place in it,
     whole bursts only (every member sent, in queue order, within ``MAX_SPAN``)."""
     q = sends.queue.astype(str)
-    f = sends[q.str.startswith(f"mqbed-cal-{BURST}-")].copy()
+    inside = q.str.startswith(f"mqbed-cal-{BURST}-")
+    f = sends[inside].copy()
     if f.empty:
         return f.assign(burst=pd.Series(dtype=object), member=pd.Series(dtype=int))
     seq = f.msg_id.astype(str).str.extract(r"\.f(\d+)$")[0].astype(float)
-    f["member"] = f.queue.astype(str).str.rsplit("-", n=1).str[-1].astype(int)
+    f["member"] = q[inside].str.rsplit("-", n=1).str[-1].astype(int)
     f["burst"] = f.producer.astype(str) + "/" + (seq // BURST_WIDTH).astype("Int64").astype(str)
     f = f[seq.notna() & f.t_publish.notna()].sort_values(["burst", "member"])
     g = f.groupby("burst")
@@ -50,15 +51,10 @@ def _bursts(sends: pd.DataFrame) -> pd.DataFrame:
     return f[whole & in_order.astype(bool)]
 
 
-def _median_gap(frame: pd.DataFrame, column: str) -> float | None:
-    """Median of the gaps between consecutive ``column`` values within each burst (sorted)."""
-    gaps = frame.sort_values(["burst", column]).groupby("burst")[column].diff().dropna()
-    if len(gaps) < MIN_SAMPLE:
-        return None
-    return round(float(gaps.median()), 7)
-
-
 def follow_gap(sends: pd.DataFrame) -> float | None:
     """Median gap (s) between the publish stamps of one handler's consecutive follow-ups; None
     with fewer than ``MIN_SAMPLE`` gaps (or a run without the burst stream)."""
-    return _median_gap(_bursts(sends), "t_publish")
+    gaps = _bursts(sends).groupby("burst").t_publish.diff().dropna()  # in order: _bursts
+    if len(gaps) < MIN_SAMPLE:
+        return None
+    return round(float(gaps.median()), 7)

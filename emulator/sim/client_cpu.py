@@ -58,8 +58,11 @@ class ClientCpu:
         follow_gap: float | None = None,
     ) -> None:
         costs = (publish, receive, ack)
-        if any(c < 0 for c in costs) or (follow_gap is not None and follow_gap < 0):
-            raise ValueError(f"CPU costs per client operation must be ≥ 0, not {costs!r}")
+        if any(c < 0 for c in (*costs, follow_gap or 0.0)):
+            raise ValueError(
+                f"CPU costs per client operation must be ≥ 0, not {costs!r} "
+                f"(follow-up gap {follow_gap!r})"
+            )
         self.publish, self.receive, self.ack = costs
         self.follow_gap = publish if follow_gap is None else follow_gap
         """Time between the stamps of one handler's consecutive follow-ups, during which the

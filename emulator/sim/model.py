@@ -101,6 +101,8 @@ class Model:
         self.processes = Processes(  # Locust's CPU (§9)
             s.workers, self.costs.client_cpu(), self.costs.follow_gap()
         )
+        facts = KINDS.get(s.broker.kind)
+        self.follow_ups_together = bool(facts and facts.follow_ups_together)
         self.queues: dict[str, Queue] = {}
         self._build_queues()
         self.producers: list[Producer] = []
@@ -294,8 +296,7 @@ class Model:
         )
         c.link = self.link
         c.cpu = self.processes.next()
-        facts = KINDS.get(self.scenario.broker.kind)
-        c.together = bool(facts and facts.follow_ups_together)
+        c.together = self.follow_ups_together
         return c
 
     def _hold(self, base: str, batch: int) -> Any:

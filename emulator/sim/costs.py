@@ -170,12 +170,13 @@ class Costs:
         assert cp is not None
         if cp.cpu is not None:
             u = cp.cpu
+            publish = u.publish + (u.publish_rest or 0.0)  # its CPU outside the span, if split
             if cp.copy_gap is None:
-                return (u.publish, u.receive, u.ack)
+                return (publish, u.receive, u.ack)
             # only the measured work before a handler delays it; the rest of the fitted
             # receive CPU still occupies the process, after the service with the ack
             before = min(cp.copy_gap, u.receive)
-            return (u.publish, before, u.ack + u.receive - before)
+            return (publish, before, u.ack + u.receive - before)
         c = cp.cpu_per_op or 0.0
         return (c, c, 0.0)
 

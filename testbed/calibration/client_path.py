@@ -97,22 +97,25 @@ from testbed.calibration.consumer_idle import consumer_idle, idle_points, normal
 from testbed.calibration.fan_out import copy_gap, fan_delay
 from testbed.calibration.follow_burst import follow_gap
 from testbed.calibration.path_scenario import (
-    BURST,
     CHAINS,
-    CONFIRMED_TRANSIENT,
     END,
+    PHASES,
+    at,
+    calibration_scenario,
+    phase_of,
+)
+from testbed.calibration.path_streams import (
+    BURST,
+    CONFIRMED_TRANSIENT,
     FAN,
     HOLD_SERVICE,
     HOLD_UTILISATION,
     IDLE,
     LARGE,
-    PHASES,
     SMALL,
+    SPREAD,
     TURN,
     WAITING_FOR,
-    at,
-    calibration_scenario,
-    phase_of,
 )
 from testbed.calibration.proxy_hop import HOP_PAIRS, measure_proxy_hop
 from testbed.calibration.wake import awake, wake_points
@@ -147,7 +150,7 @@ def _phased(deliveries: pd.DataFrame, scale: float) -> pd.DataFrame:
 def _is_delivery_stream(queue: str) -> bool:
     stream = queue.removeprefix("mqbed-cal-")
     return queue.startswith("mqbed-cal-") and not stream.startswith(
-        (TURN, FAN, "hold", IDLE, BURST)
+        (TURN, FAN, "hold", IDLE, BURST, SPREAD)
     )
 
 

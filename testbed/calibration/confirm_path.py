@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.calibration.path_scenario import PHASES, SMALL, phase_of
+from testbed.calibration.path_scenario import PHASES, phase_of
+from testbed.calibration.path_streams import SMALL
 from testbed.core.client_path import PathPoint, PointFit
 from testbed.core.quantiles import quantile_table
 

@@ -33,7 +33,8 @@ import pandas as pd
 
 from testbed.calibration.confirm_path import MIN_SAMPLE
 from testbed.calibration.consumer_idle import consumer_idle
-from testbed.calibration.path_scenario import FAN, FAN_WIDTH, PHASES, phase_of
+from testbed.calibration.path_scenario import PHASES, phase_of
+from testbed.calibration.path_streams import FAN, FAN_WIDTH
 from testbed.calibration.wake import machine_idle
 from testbed.core.client_path import WAKE_AWAKE
 from testbed.core.consumer_idle import IDLE_COLD

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from testbed.calibration.confirm_path import MIN_SAMPLE
-from testbed.calibration.path_scenario import BURST, BURST_WIDTH
+from testbed.calibration.path_streams import BURST, BURST_WIDTH
 
 MAX_SPAN = 0.05
 """A burst whose follow-ups' stamps spread wider than this (s) is not one handler's burst."""

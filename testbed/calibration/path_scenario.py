@@ -1,32 +1,16 @@
 """The generated scenario of the client-path calibration: its load phases and streams.
 
 `testbed.calibration.client_path` runs it through the live workload and tabulates its records;
-what each stream is for is said there and at ``PHASES``.
+what each stream is for is said at ``PHASES`` and in `testbed.calibration.path_streams`.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "BURST",
-    "BURST_START",
-    "BURST_STOP",
-    "BURST_WIDTH",
     "CHAINS",
-    "CONFIRMED_TRANSIENT",
     "END",
-    "FAN",
-    "FAN_SERVICE",
-    "FAN_WIDTH",
-    "HOLD_SERVICE",
-    "HOLD_UTILISATION",
-    "IDLE",
-    "IDLE_STOP",
-    "LARGE",
     "PHASES",
     "PRIME",
-    "SMALL",
-    "TURN",
-    "WAITING_FOR",
     "Phase",
     "at",
     "calibration_scenario",
@@ -38,55 +22,30 @@ from typing import Any
 
 import pandas as pd
 
-SMALL, LARGE = 200, 16_000
-HOLD_SERVICE = 0.008
-"""Mean service time (s, exponential) of the consumers whose client cost gives the hold table."""
-HOLD_UTILISATION = 0.6
-"""Offered load of each hold consumer: rate × (HOLD_SERVICE + ~1 ms client cost)."""
-CONFIRMED_TRANSIENT = "confirmed-transient"
-"""The stream of transient messages from a producer that asks for confirms (revision 5): most
-scenarios confirm transient messages (the quickstart does). Before it, such a message drew the
-unconfirmed transient table plus the broker micro-benchmark's confirm overhead, measured with
-pika (0.11 ms on RabbitMQ): the kombu quickstart's body came out 0.11-0.18 ms high."""
-FAN, FAN_WIDTH, FAN_SERVICE = "fan", 5, 0.01
-"""A fanout exchange bound to ``FAN_WIDTH`` queues whose consumers share the Locust process,
-each serving ``FAN_SERVICE`` (constant: its handler sleeps through the burst, so no ack is
-sent while the copies arrive): the median gap between the handler starts of consecutive copies
-of one message is the work a delivery costs its process *before* its handler, the part of the
-fitted receive CPU on that path (``ClientPath.copy_gap``). The fitted figure spaced simulated
-copies twice as far apart as measured (SPECjms2007 interaction 3 on ActiveMQ: 0.2-0.25 ms a
-copy, measured 0.08-0.1 ms; the fan-out 1→10 on both brokers alike): it holds work done after
-the handler has started too (its timers, the service's wake-up)."""
-TURN = "turn"
-"""The stream whose one consumer takes one message at a time (prefetch 1) at utilisation
-``HOLD_UTILISATION``: when the next message was already waiting at the broker, the gap from the
-consumer's ack to its next start is the *turnaround* — the ack's way to the broker, its dispatch
-of the waiting message and the way back — all a waiting message still has ahead of it. The
-delivery tables hold the whole publish → start path of a message nobody waited for; after a
-wait at the broker its publish side is long past (measured on the ActiveMQ prefetch-1 holdout:
-turnaround median 0.34 ms where the delivery table's was 0.94 ms)."""
-IDLE, IDLE_RATE, IDLE_START, IDLE_STOP = "idle", 10.0, 46.0, 66.0
-"""The sparse stream after the load phases (revision 6): small transient messages at
-``IDLE_RATE`` msg/s (Poisson) to one zero-service consumer, alone on the machine from
-``IDLE_START`` to ``IDLE_STOP`` (s, stretched by the scale), so that the idle time before a
-publish spreads from a few milliseconds to a few hundred: its deliveries by idle time give the
-wake-up of an idle machine (``ClientPath.wake``, `testbed.calibration.wake`). The load phases
-never leave the machine idle long enough to show it: a quiet phase of 24 msg/s in all measured
-tables 0.3-0.5 ms slower, but as a rate point it also slowed the follow-ups of a sparse
-scenario, which are published right after a handler ran."""
-BURST, BURST_WIDTH, BURST_RATE, BURST_START, BURST_STOP = "burst", 3, 10.0, 90.0, 102.0
-"""The burst stream after the quiet phase (added to revision 10 on 2026-11-29), alone on the
-machine from ``BURST_START`` to ``BURST_STOP`` (s, stretched by the scale): small transient
-messages at ``BURST_RATE`` msg/s (Poisson) to a zero-service consumer whose handler publishes
-``BURST_WIDTH`` follow-ups, one to each of ``BURST_WIDTH`` queues whose consumers share the
-Locust process and serve ``FAN_SERVICE`` (constant: each handler sleeps while the next starts).
-It gives how far apart one handler's follow-ups are sent (``ClientPath.follow_gap``):
-SPECjms2007 interaction 1's distribution centre sends three per order, whose stamps were
-0.13-0.19 ms apart on ActiveMQ where the simulator spaced them by the publish CPU (0.06 ms,
-2026-11-29), and 0.43-0.45 ms apart on RabbitMQ (0.13 ms): per type, OrderConf, ShipDep and
-StatInfo were predicted 29-33, 14-18 and 8-25 % low on ActiveMQ."""
-WAITING_FOR = 0.005
-"""A message published this long (s) before an ack was waiting at the consumer when it acked."""
+from testbed.calibration.path_streams import (
+    BURST,
+    BURST_RATE,
+    BURST_START,
+    BURST_STOP,
+    BURST_WIDTH,
+    CONFIRMED_TRANSIENT,
+    FAN,
+    FAN_SERVICE,
+    FAN_WIDTH,
+    HOLD_SERVICE,
+    IDLE,
+    IDLE_RATE,
+    IDLE_START,
+    IDLE_STOP,
+    LARGE,
+    SMALL,
+    SPREAD,
+    SPREAD_RATE,
+    SPREAD_SERVICE,
+    SPREAD_START,
+    SPREAD_STOP,
+    SPREAD_WIDTH,
+)
 
 
 @dataclass(frozen=True)
@@ -182,7 +141,7 @@ through the same `awake` and cold-consumer corrections as the others': the simul
 wake-up of the machine's longer idle times itself."""
 
 
-END = max(IDLE_STOP, BURST_STOP, *(ph.stop for ph in PHASES))
+END = max(IDLE_STOP, BURST_STOP, SPREAD_STOP, *(ph.stop for ph in PHASES))
 """The protocol's time (s) at which its last stream stops."""
 
 PRIME = 8.0
@@ -213,7 +172,9 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
         "drain_timeout": "20s",
         "broker": {"kind": kind, "client": client},
         "topology": {
-            "exchanges": [{"name": f"mqbed-cal-{FAN}", "type": "fanout"}],
+            "exchanges": [
+                {"name": f"mqbed-cal-{name}", "type": "fanout"} for name in (FAN, SPREAD)
+            ],
             "queues": [
                 {"name": "mqbed-cal-small", "durable": False},
                 {"name": "mqbed-cal-large", "durable": False},
@@ -244,6 +205,14 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                     }
                     for i in range(FAN_WIDTH)
                 ),  # fmt: skip
+                *(
+                    {
+                        "name": f"mqbed-cal-{SPREAD}-{i}",
+                        "durable": False,
+                        "bindings": [{"exchange": f"mqbed-cal-{SPREAD}"}],
+                    }
+                    for i in range(SPREAD_WIDTH)
+                ),  # fmt: skip
             ],
         },
         "producers": _producers(scale),
@@ -265,6 +234,10 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             _burst_consumer(),
             *(
                 _consumer(f"{BURST}-{i}", 1, FAN_SERVICE, constant=True) for i in range(BURST_WIDTH)
+            ),  # fmt: skip
+            *(
+                _consumer(f"{SPREAD}-{i}", 1, SPREAD_SERVICE, constant=True)
+                for i in range(SPREAD_WIDTH)
             ),  # fmt: skip
         ],
     }
@@ -292,6 +265,14 @@ def _producers(scale: float) -> list[dict[str, Any]]:
             "confirms": False,
             "start": f"{at(BURST_START, scale)}s",
             "stop": f"{at(BURST_STOP, scale)}s",
+        },
+        {
+            "name": SPREAD,
+            "exchange": f"mqbed-cal-{SPREAD}",
+            "arrival": {"kind": "poisson", "rate": f"{SPREAD_RATE}/s"},
+            "size": f"{SMALL}B",
+            "start": f"{at(SPREAD_START, scale)}s",
+            "stop": f"{at(SPREAD_STOP, scale)}s",
         },
     ]
     for ph in PHASES:

@@ -105,11 +105,21 @@ def pool_client_paths(draws: Sequence[ClientPath]) -> ClientPath:
         update[name] = _median([getattr(d, name) for d in draws])
     splits = [d.cpu for d in draws if d.cpu is not None]
     if newest.cpu is not None and len(splits) == len(draws):
-        cpu = {k: statistics.median(getattr(c, k) for c in splits) for k in _CPU}
+        cpu: dict[str, float | None] = {
+            k: statistics.median(getattr(c, k) for c in splits) for k in _CPU
+        }
+        cpu["publish_rest"] = _median([c.publish_rest for c in splits])
         update["cpu"] = newest.cpu.model_copy(update=cpu)
     pooled = [d.provenance.date for d in draws]
     update["provenance"] = newest.provenance.model_copy(update={"pooled": pooled})
     return newest.model_copy(update=update)
+
+
+def _split(cp: ClientPath) -> bool:
+    """Whether a draw's CPU outside the spans was split between publishes and deliveries
+    (`CpuSplit.publish_rest`): a draw's ``receive`` means something else when it was not, and
+    the two do not pool."""
+    return cp.cpu is not None and cp.cpu.publish_rest is not None
 
 
 def _draws_dir(cache: Path) -> Path:
@@ -163,7 +173,7 @@ def _recent(cache: Path, new: ClientPath, now: datetime) -> list[ClientPath]:
         if (
             age is not None and 0 <= age <= WINDOW_S and cp.protocol == new.protocol
             and cp.client == new.client and p.broker_version == q.broker_version
-            and p.hostname == q.hostname and _quiet(p)
+            and p.hostname == q.hostname and _quiet(p) and _split(cp) == _split(new)
         ):  # fmt: skip
             found.append(cp)
     return found[-(POOL - 1) :]

@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 
 from testbed.calibration.consumer_idle import consumer_idle
-from testbed.calibration.path_scenario import IDLE, phase_of
+from testbed.calibration.path_scenario import phase_of
+from testbed.calibration.path_streams import IDLE
 from testbed.core.client_path import WAKE_AWAKE, WakePoint, wake_delay
 from testbed.core.consumer_idle import IDLE_COLD
 

@@ -18,7 +18,7 @@ from testbed.core.broker_kinds import KindName
 from testbed.exceptions import AccuracyMiss, MqbedError
 
 QUICK_SCALE = 0.5
-"""`calibrate --quick` stretches the client-path phases by this: ~61 s of load instead of ~112
+"""`calibrate --quick` stretches the client-path phases by this: ~66 s of load instead of ~122
 (the first phase's 8 s of priming is never stretched)."""
 
 
@@ -27,7 +27,7 @@ CalQuickOpt = Annotated[
     typer.Option(
         "--quick",
         help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
-        f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~61 s of load). "
+        f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~66 s of load). "
         "The profile is too rough for predictions: give --out.",
     ),
 ]
@@ -74,7 +74,7 @@ def calibrate(
             min=0.2,
             max=20,
             metavar="X",
-            help="Stretch the client-path phases (1 = ~112 s of load; 0.2-20).",
+            help="Stretch the client-path phases (1 = ~122 s of load; 0.2-20).",
         ),
     ] = 1.0,  # fmt: skip
     home: HomeOpt = None,

@@ -117,6 +117,9 @@ class CpuSplit(Strict):
     publish: float = Field(ge=0)
     receive: float = Field(ge=0)
     ack: float = Field(ge=0)
+    publish_rest: float | None = Field(default=None, ge=0)
+    """CPU per publish outside its span (its timer's wake-up), split from ``receive`` by the
+    spread stream (`path_streams.SPREAD`); None: not split, ``receive`` holds it."""
 
 
 class PathPoint(Strict):

@@ -21,8 +21,10 @@ and record *after* its service (the handler's own time already holds them). Publ
 deliveries come one for one in calibration, so a fit over counts cannot tell them apart; the
 process therefore also sums the CPU spent inside two spans it can see (``SPANS``, on this
 thread's CPU clock): each publish (build, send, record) and each delivery's end (ack, record).
-:func:`cpu_split` gives their means per operation and fits the rest — what no span covers, the
-socket reads and frame parsing before a handler starts — per delivery, over the same samples.
+:func:`cpu_split` gives their means per operation and fits the rest — what no span covers: the
+socket reads and frame parsing before a handler starts, a producer's timer waking it — over the
+same samples, per publish and per delivery where the calibration's spread stream (five
+deliveries a publish) lets the two apart, else per delivery alone.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ __all__ = [
     "SPANS",
     "CpuSpans",
     "DIRNAME",
+    "MIN_SPREAD",
     "SAMPLE_S",
+    "SPREAD_RATIO",
     "SPAN_EVERY",
     "ProcessUsage",
     "UsageClock",
@@ -62,6 +66,10 @@ SAMPLE_S = 1.0
 """Seconds between two samples of a process's running totals."""
 MIN_INTERVALS = 10
 """Sample intervals below which no marginal cost is fitted."""
+SPREAD_RATIO, MIN_SPREAD = 3.0, 3
+"""Intervals that deliver at least ``SPREAD_RATIO`` times as many messages as they publish, and
+how many of them (``MIN_SPREAD``) split the CPU outside the spans between publishes and
+deliveries (`cpu_split`; the calibration's spread stream delivers five a publish for 8 s)."""
 
 
 class CpuSpans:
@@ -258,9 +266,11 @@ def cpu_per_op(usages: list[ProcessUsage]) -> float | None:
 def cpu_split(usages: list[ProcessUsage]) -> CpuSplit | None:
     """Where a client operation's CPU goes (see the module docstring): the spans' sums over
     the publishes and deliveries they cover give ``publish`` and ``ack``; the CPU outside them
-    is fitted as a·time + receive·deliveries by least squares over every sample interval. None
-    without span samples, with fewer than ``MIN_INTERVALS`` intervals or too little spread of
-    delivery rates; a receive fitted below zero is 0 (the spans hold all the marginal CPU)."""
+    is fitted by least squares over every sample interval, as a·time + receive·deliveries, or —
+    when some intervals deliver at least ``SPREAD_RATIO`` times as often as they publish (the
+    calibration's spread stream) — as a·time + publish_rest·publishes + receive·deliveries.
+    None without span samples, with fewer than ``MIN_INTERVALS`` intervals or too little spread
+    of delivery rates; a share fitted below zero is 0 (the other holds it all)."""
     rows = []
     for u in usages:
         s = np.asarray([x for x in u.samples if len(x) == 6], dtype=float)
@@ -277,12 +287,34 @@ def cpu_split(usages: list[ProcessUsage]) -> CpuSplit | None:
     if np.ptp(rates) < 0.2 * rates.max():
         return None
     rest = d[:, 1] - d[:, 4] - d[:, 5]
-    (_, receive), *_ = np.linalg.lstsq(d[:, [0, 3]], rest, rcond=None)
+    publish_rest, receive = _split_rest(d, rest)
     return CpuSplit(
         publish=round(float(d[:, 4].sum() / publishes), 7),
-        receive=round(max(float(receive), 0.0), 7),
+        receive=round(receive, 7),
         ack=round(float(d[:, 5].sum() / deliveries), 7),
+        publish_rest=None if publish_rest is None else round(publish_rest, 7),
     )
+
+
+def _split_rest(d: np.ndarray, rest: np.ndarray) -> tuple[float | None, float]:
+    """(CPU per publish, CPU per delivery) outside the spans, from sample intervals ``d``
+    (columns as ``ProcessUsage.samples``, differenced) and their CPU outside the spans. The
+    publishes' share is None when no ``MIN_SPREAD`` intervals deliver ``SPREAD_RATIO`` times as
+    often as they publish: publishes and deliveries then come one for one and a fit cannot
+    tell them apart (it puts all on the deliveries, which `cpu_split` then says)."""
+    spread = (d[:, 2] > 0) & (d[:, 3] >= SPREAD_RATIO * d[:, 2])
+    if spread.sum() >= MIN_SPREAD:
+        (_, per_publish, per_delivery), *_ = np.linalg.lstsq(d[:, [0, 2, 3]], rest, rcond=None)
+        if per_publish >= 0 and per_delivery >= 0:
+            return float(per_publish), float(per_delivery)
+        # one share fitted below zero: the other holds it all, fitted alone
+        if per_publish < 0:
+            (_, per_delivery), *_ = np.linalg.lstsq(d[:, [0, 3]], rest, rcond=None)
+            return 0.0, max(float(per_delivery), 0.0)
+        (_, per_publish), *_ = np.linalg.lstsq(d[:, [0, 2]], rest, rcond=None)
+        return max(float(per_publish), 0.0), 0.0
+    (_, per_delivery), *_ = np.linalg.lstsq(d[:, [0, 3]], rest, rcond=None)
+    return None, max(float(per_delivery), 0.0)
 
 
 def generator_report(usages: list[ProcessUsage]) -> tuple[list[dict[str, object]], list[str]]:

@@ -13,7 +13,7 @@ import pytest
 import testbed.calibration.machine as machine
 from testbed.calibration import pooling
 from testbed.calibration.machine import cache_path, machine_profile, write_profile
-from testbed.core.client_path import ClientPath
+from testbed.core.client_path import ClientPath, CpuSplit
 from testbed.core.profile import default_profile, load_profile
 from testbed.core.quantiles import QuantileTable
 
@@ -118,3 +118,26 @@ def test_fresh_pools_with_the_machines_earlier_calibrations(
     # the 5x draw is one of the three last, and the median of 5.0, 1.2 and 1.1 is 1.2
     assert kept.delivery[0].table.q == pytest.approx(_draw(1.2, 0).delivery[0].table.q)
     assert any(line.startswith("pooled with 2 recent calibration(s)") for line in lines), lines
+
+
+def _with_split(cp: ClientPath, rest: float | None, receive: float) -> ClientPath:
+    split = CpuSplit(publish=1e-4, receive=receive, ack=2e-4, publish_rest=rest)
+    return cp.model_copy(update={"cpu": split})
+
+
+def test_draws_whose_cpu_was_split_pool_only_with_each_other(tmp_path: Path) -> None:
+    """A draw measured before the spread stream holds its publishes' CPU outside the spans in
+    ``receive`` (`CpuSplit.publish_rest` None); pooled with split draws its median receive
+    would mean neither. Split draws pool their publish_rest as they pool the rest."""
+    cache = tmp_path / "here-rabbitmq-3.10.8-pika.yaml"
+    pooling.record_draw(cache, _with_split(_draw(1.0, 30), None, 4.6e-4))
+    pooling.record_draw(cache, _with_split(_draw(1.0, 20), 4.0e-4, 0.5e-4))
+    pooling.record_draw(cache, _with_split(_draw(1.0, 10), 3.0e-4, 0.7e-4))
+    pooled = pooling.pooled_with_recent(cache, _with_split(_draw(1.0, 0), 3.6e-4, 0.6e-4))
+    assert len(pooled.provenance.pooled) == 3  # the unsplit draw is left out
+    assert pooled.cpu is not None
+    assert pooled.cpu.publish_rest == pytest.approx(3.6e-4)
+    assert pooled.cpu.receive == pytest.approx(0.6e-4)
+    old = pooling.pooled_with_recent(cache, _with_split(_draw(1.0, 0), None, 4.0e-4))
+    assert old.cpu is not None and old.cpu.publish_rest is None
+    assert len(old.provenance.pooled) == 2  # and an unsplit newcomer pools only with its kind

@@ -8,17 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from testbed.calibration.path_scenario import (
-    END,
-    IDLE,
-    IDLE_RATE,
-    IDLE_START,
-    IDLE_STOP,
-    PHASES,
-    at,
-    calibration_scenario,
-    phase_of,
-)
+from testbed.calibration.path_scenario import END, PHASES, at, calibration_scenario, phase_of
+from testbed.calibration.path_streams import IDLE, IDLE_RATE, IDLE_START, IDLE_STOP
 from testbed.calibration.wake import MIN_BIN, awake, awake_level, idle_before, wake_points
 from testbed.core.client_path import WAKE_AWAKE
 from testbed.core.scenario_loader import parse_scenario

@@ -9,13 +9,19 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 
 from emulator.sim.client_cpu import ClientCpu, Processes
 from emulator.sim.model import Model
+from testbed.calibration.path_scenario import END, at, calibration_scenario
+from testbed.calibration.path_streams import SPREAD, SPREAD_WIDTH
 from testbed.core.client_path import ClientPath, CpuSplit
 from testbed.core.profile import Profile, default_profile
 from testbed.core.scenario_loader import parse_scenario
 from testbed.observe.process_cpu import (
+    MIN_SPREAD,
+    SAMPLE_S,
+    SPREAD_RATIO,
     ProcessUsage,
     UsageClock,
     cpu_per_op,
@@ -118,9 +124,45 @@ def test_the_split_of_the_cpu_reads_the_spans_and_fits_the_rest_per_delivery() -
     assert got is not None
     assert got.publish == pytest.approx(0.00015) and got.ack == pytest.approx(0.00025)
     assert got.receive == pytest.approx(0.0003, rel=0.1)
+    assert got.publish_rest is None  # one delivery a publish: the rest is not split
     assert cpu_per_op([u]) == pytest.approx(0.00035, rel=0.05)  # the same CPU, per operation
     old = ProcessUsage("w0-2", cpu, 48.0, pubs, dels, [x[:4] for x in out])
     assert cpu_split([old]) is None  # a file from before the spans
+
+
+def _spread_usage(rates: list[tuple[int, int]], rest_pub: float, rest_del: float) -> ProcessUsage:
+    """A process idling at 0.1 core, spans 0.15 ms a publish and 0.25 ms an ack, and outside
+    them ``rest_pub`` a publish and ``rest_del`` a delivery, at (publishes, deliveries) a second."""
+    rng = random.Random(5)
+    out, cpu, pubs, dels, pub_s, ack_s = [[0.0] * 6], 0.0, 0, 0, 0.0, 0.0
+    for i, (p, d) in enumerate(rates, 1):
+        pubs, dels = pubs + p, dels + d
+        pub_s, ack_s = pub_s + 0.00015 * p, ack_s + 0.00025 * d
+        cpu += 0.1 + (0.00015 + rest_pub) * p + (0.00025 + rest_del) * d
+        cpu += rng.uniform(-0.005, 0.005)
+        out.append([float(i), cpu, pubs, dels, pub_s, ack_s])
+    return ProcessUsage("w0-1", cpu, float(len(rates)), pubs, dels, out)
+
+
+def test_a_spread_of_deliveries_a_publish_splits_the_rest_between_the_two() -> None:
+    """The calibration's phases deliver one message a publish, its spread stream five (the
+    `path_streams.SPREAD` window): the CPU outside the spans, 0.4 ms a publish (its timer's
+    wake-up) and 0.05 ms a delivery, is told apart. Without the window the same process puts
+    all 0.45 ms on the delivery, which a fan-out 1→10 then pays ten times a publish."""
+    load = [(0, 0)] * 5 + [(100, 100)] * 12 + [(368, 368)] * 12 + [(716, 716)] * 14
+    spread = [(50, 250)] * 8
+    got = cpu_split([_spread_usage(load + spread + [(0, 0)] * 3, 0.0004, 0.00005)])
+    assert got is not None and got.publish_rest is not None
+    assert got.publish_rest == pytest.approx(0.0004, rel=0.1)
+    assert got.receive == pytest.approx(0.00005, abs=0.00002)
+    assert got.publish == pytest.approx(0.00015) and got.ack == pytest.approx(0.00025)
+    alone = cpu_split([_spread_usage(load + [(0, 0)] * 3, 0.0004, 0.00005)])
+    assert alone is not None and alone.publish_rest is None
+    assert alone.receive == pytest.approx(0.00045, rel=0.1)
+    # a share that fits below zero is 0, and the other is fitted alone
+    free = cpu_split([_spread_usage(load + spread, 0.0, 0.0003)])
+    assert free is not None and free.publish_rest is not None
+    assert free.publish_rest < 0.00002 and free.receive == pytest.approx(0.0003, rel=0.1)
 
 
 def _samples(
@@ -261,3 +303,26 @@ def test_the_prediction_gives_each_process_its_cpu_share_and_warns_near_a_core(
     none = predict(_fanout(1), tmp_path / "c", profile=_profile(None), replications=1,
                    processes=1).summary  # fmt: skip
     assert "load_generators" not in none
+
+
+def test_the_calibration_scenario_ends_with_the_spread_stream_alone() -> None:
+    """The spread stream (`path_streams.SPREAD`) delivers ``SPREAD_WIDTH`` copies a publish,
+    after every other stream has stopped, inside the scenario's duration: the intervals
+    `cpu_split` needs to tell publishes from deliveries."""
+    for scale in (0.5, 1.0):
+        spec = calibration_scenario("rabbitmq", "pika", scale)
+        scenario, issues = parse_scenario(yaml.safe_dump(spec))
+        assert scenario is not None, issues
+        (spread,) = [p for p in spec["producers"] if p.get("exchange") == f"mqbed-cal-{SPREAD}"]
+        start, stop = (float(spread[k].rstrip("s")) for k in ("start", "stop"))
+        others = [p for p in spec["producers"] if p is not spread]
+        assert all(float(p["stop"].rstrip("s")) <= start for p in others)
+        assert float(spec["duration"].rstrip("s")) > stop and stop == at(END, scale)
+        bound = [
+            q for q in spec["topology"]["queues"]
+            if {"exchange": f"mqbed-cal-{SPREAD}"} in q.get("bindings", [])
+        ]  # fmt: skip
+        served = {c["queue"] for c in spec["consumers"]}
+        assert len(bound) == SPREAD_WIDTH and {q["name"] for q in bound} <= served
+        # intervals of the window deliver SPREAD_WIDTH a publish, the cpu_split ratio's reach
+        assert SPREAD_WIDTH >= SPREAD_RATIO + 1 and (stop - start) / SAMPLE_S >= MIN_SPREAD + 1

@@ -19,13 +19,8 @@ from testbed.calibration.client_path import (
     tables_from_records,
     turnaround_points,
 )
-from testbed.calibration.path_scenario import (
-    CONFIRMED_TRANSIENT,
-    FAN,
-    FAN_SERVICE,
-    FAN_WIDTH,
-    at,
-)
+from testbed.calibration.path_scenario import at
+from testbed.calibration.path_streams import CONFIRMED_TRANSIENT, FAN, FAN_SERVICE, FAN_WIDTH
 from testbed.core.client_path import PROTOCOL, ClientPath, HoldPoint, PathPoint, Provenance
 from testbed.core.distributions import Deterministic
 from testbed.core.profile import default_profile

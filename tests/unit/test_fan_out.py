@@ -11,7 +11,8 @@ import pytest
 from emulator.sim.costs import derive_costs
 from testbed.calibration.client_path import tables_from_records
 from testbed.calibration.fan_out import MIN_FIRST, copy_gap, fan_delay
-from testbed.calibration.path_scenario import FAN, FAN_WIDTH, PHASES, at
+from testbed.calibration.path_scenario import PHASES, at
+from testbed.calibration.path_streams import FAN, FAN_WIDTH
 from testbed.calibration.wake import machine_idle
 from testbed.core.client_path import PROTOCOL, CpuSplit
 from testbed.core.profile import default_profile

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from testbed.calibration.follow_burst import _bursts, follow_gap
-from testbed.calibration.path_scenario import BURST, calibration_scenario
+from testbed.calibration.path_scenario import calibration_scenario
+from testbed.calibration.path_streams import BURST
 
 GAP = 0.00015
 

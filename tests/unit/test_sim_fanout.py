@@ -139,6 +139,13 @@ def test_the_measured_copy_gap_is_the_work_booked_before_a_handler() -> None:
     assert m.costs.client_cpu() == pytest.approx((0.0, gap, RECEIVE - gap))
     wide = _profile("rabbitmq", cpu=True, gap=3 * RECEIVE)  # never more than the fitted receive
     assert derive_costs(wide, "amqp", 1, 1e9).client_cpu() == pytest.approx((0.0, RECEIVE, 0.0))
+    # a split calibration's CPU outside the publish span is the publish's, booked before it
+    cp = wide.client_path
+    assert cp is not None and cp.cpu is not None
+    split = cp.cpu.model_copy(update={"publish": 1e-4, "publish_rest": 3e-4})
+    split_path = cp.model_copy(update={"cpu": split})
+    costs = derive_costs(wide.model_copy(update={"client_path": split_path}), "amqp", 1, 1e9)
+    assert costs.client_cpu() == pytest.approx((4e-4, RECEIVE, 0.0))
 
 
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])

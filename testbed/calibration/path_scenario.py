@@ -197,22 +197,8 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
                     {"name": f"mqbed-cal-{q}", "durable": False}
                     for q in (BURST, *(f"{BURST}-{i}" for i in range(BURST_WIDTH)))
                 ),
-                *(
-                    {
-                        "name": f"mqbed-cal-{FAN}-{i}",
-                        "durable": False,
-                        "bindings": [{"exchange": f"mqbed-cal-{FAN}"}],
-                    }
-                    for i in range(FAN_WIDTH)
-                ),  # fmt: skip
-                *(
-                    {
-                        "name": f"mqbed-cal-{SPREAD}-{i}",
-                        "durable": False,
-                        "bindings": [{"exchange": f"mqbed-cal-{SPREAD}"}],
-                    }
-                    for i in range(SPREAD_WIDTH)
-                ),  # fmt: skip
+                *_fanout_queues(FAN, FAN_WIDTH),
+                *_fanout_queues(SPREAD, SPREAD_WIDTH),
             ],
         },
         "producers": _producers(scale),
@@ -241,6 +227,15 @@ def calibration_scenario(kind: str, client: str, scale: float = 1.0) -> dict[str
             ),  # fmt: skip
         ],
     }
+
+
+def _fanout_queues(name: str, width: int) -> list[dict[str, Any]]:
+    """The ``width`` queues bound to the fanout exchange of stream ``name``."""
+    exchange = f"mqbed-cal-{name}"
+    return [
+        {"name": f"{exchange}-{i}", "durable": False, "bindings": [{"exchange": exchange}]}
+        for i in range(width)
+    ]
 
 
 def _producers(scale: float) -> list[dict[str, Any]]:

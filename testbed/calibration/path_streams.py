@@ -1,6 +1,6 @@
 """The streams of the client-path calibration beside its load phases: what each is for.
 
-`testbed.calibration.path_scenario` puts them into the generated scenario (and re-exports them);
+`testbed.calibration.path_scenario` puts them into the generated scenario;
 `testbed.calibration.client_path` and its helpers read their records.
 """
 

@@ -303,18 +303,21 @@ def _split_rest(d: np.ndarray, rest: np.ndarray) -> tuple[float | None, float]:
     often as they publish: publishes and deliveries then come one for one and a fit cannot
     tell them apart (it puts all on the deliveries, which `cpu_split` then says)."""
     spread = (d[:, 2] > 0) & (d[:, 3] >= SPREAD_RATIO * d[:, 2])
-    if spread.sum() >= MIN_SPREAD:
-        (_, per_publish, per_delivery), *_ = np.linalg.lstsq(d[:, [0, 2, 3]], rest, rcond=None)
-        if per_publish >= 0 and per_delivery >= 0:
-            return float(per_publish), float(per_delivery)
-        # one share fitted below zero: the other holds it all, fitted alone
-        if per_publish < 0:
-            (_, per_delivery), *_ = np.linalg.lstsq(d[:, [0, 3]], rest, rcond=None)
-            return 0.0, max(float(per_delivery), 0.0)
-        (_, per_publish), *_ = np.linalg.lstsq(d[:, [0, 2]], rest, rcond=None)
-        return max(float(per_publish), 0.0), 0.0
-    (_, per_delivery), *_ = np.linalg.lstsq(d[:, [0, 3]], rest, rcond=None)
-    return None, max(float(per_delivery), 0.0)
+    if spread.sum() < MIN_SPREAD:
+        return None, max(_slopes(d, rest, 3)[0], 0.0)
+    per_publish, per_delivery = _slopes(d, rest, 2, 3)
+    # a share fitted below zero: the other holds it all, fitted alone
+    if per_publish < 0:
+        return 0.0, max(_slopes(d, rest, 3)[0], 0.0)
+    if per_delivery < 0:
+        return max(_slopes(d, rest, 2)[0], 0.0), 0.0
+    return per_publish, per_delivery
+
+
+def _slopes(d: np.ndarray, y: np.ndarray, *columns: int) -> list[float]:
+    """Least-squares slopes of ``y`` on the given columns of ``d``, beside a term in time."""
+    coef, *_ = np.linalg.lstsq(d[:, [0, *columns]], y, rcond=None)
+    return [float(c) for c in coef[1:]]
 
 
 def generator_report(usages: list[ProcessUsage]) -> tuple[list[dict[str, object]], list[str]]:

@@ -172,3 +172,45 @@ def test_architecture_lists_exactly_the_large_modules_and_long_functions() -> No
 
     assert listed("Large modules") == modules
     assert listed("Long functions") == functions
+
+
+# --- paths named in README.md and docs/architecture.md ------------------------------------------
+
+PATH_DOCS = ("README.md", "docs/architecture.md")
+# backticked paths that name files made at run time or by the reader, not files of the repository
+NOT_IN_REPOSITORY = {
+    "compose/.env": "written by `python -m testbed.backends.compose env`",
+    "workloads/scenarios/mine.yaml": "the README's name for a scenario the reader adds",
+}
+_BACKTICKED = re.compile(r"`([^`\s]+)`")
+
+
+def named_paths(text: str, tops: set[str]) -> list[str]:
+    """Backticked repository paths of `text`: the first part names a top-level entry of the
+    repository (`tops`), and there is no placeholder or pattern (``<kind>``, ``*``, ``{a,b}``).
+    ``path::name`` and ``path:line`` keep the path; a trailing punctuation mark is dropped."""
+    found = []
+    for raw in _BACKTICKED.findall(text):
+        path = re.split(r"::|:(?=\d)", raw)[0].rstrip(".,;")
+        if any(c in path for c in "<>*{}$~") or path.split("/")[0] not in tops:
+            continue
+        if "/" in path or path in tops:
+            found.append(path)
+    return found
+
+
+def test_every_path_the_readme_and_architecture_name_exists() -> None:
+    tops = {p.relative_to(ROOT).parts[0] for p in repository_files()}
+    missing = []
+    for doc in PATH_DOCS:
+        paths = named_paths((ROOT / doc).read_text(encoding="utf-8"), tops)
+        assert len(paths) > 20, f"{doc}: only {len(paths)} paths found: is the pattern broken?"
+        missing += [
+            f"{doc}: `{p}`" for p in paths if p not in NOT_IN_REPOSITORY and not (ROOT / p).exists()
+        ]
+    assert not missing, "named but not in the repository:\n" + "\n".join(missing)
+
+
+def test_path_pattern_keeps_repository_paths_only() -> None:
+    text = "`testbed/run.py::run_scenario` `docs/a.md:12`, `deploy/<kind>.yaml` `runs/x` `a/b`"
+    assert named_paths(text, {"testbed", "docs", "deploy"}) == ["testbed/run.py", "docs/a.md"]

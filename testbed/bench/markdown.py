@@ -19,8 +19,8 @@ from typing import Any
 
 from testbed.bench.catalogue import SOURCES
 from testbed.bench.figures import Figure
+from testbed.core.broker_kinds import KINDS
 
-_KIND_NAMES = {"rabbitmq": "RabbitMQ", "activemq": "ActiveMQ"}
 _STATUS = {"pass": "pass", "fail": "**FAIL**", "no target": "–", "not judged": "not judged",
            "not measured": "not measured"}  # fmt: skip
 
@@ -60,7 +60,8 @@ def machine_line(m: dict[str, Any]) -> str:
     parts += [m.get("os") or "unknown OS", f"Python {m.get('python') or '?'}"]
     parts.append(f"mqbed {m.get('mqbed') or '?'}")
     for kind, version in (m.get("brokers") or {}).items():
-        parts.append(f"{_KIND_NAMES.get(kind, kind)} {version}")
+        facts = KINDS.get(kind)
+        parts.append(f"{facts.title if facts else kind} {version}")
     return ", ".join(parts)
 
 

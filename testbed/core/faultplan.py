@@ -21,7 +21,9 @@ __all__ = [
     "CrashPlan",
     "Episode",
     "MAX_EPISODES",
+    "BROKER_FAULT_KINDS",
     "episode_detail",
+    "is_broker_fault",
     "is_broker_target",
     "needs_proxy",
     "network_toxics",
@@ -34,11 +36,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
-from testbed.core.scenario_faults import ClientFault, StochasticFault
+from testbed.core.scenario_faults import BrokerFault, ClientFault, StochasticFault
 from testbed.core.seeds import crash_rng, stochastic_fault_rng
 from testbed.exceptions import FaultError
 
@@ -153,9 +155,21 @@ class Episode:
     """Network faults: the toxics added to each link of the side (`network_toxics`)."""
 
 
+BROKER_FAULT_KINDS: tuple[str, ...] = get_args(BrokerFault.model_fields["kind"].annotation)
+"""The kinds of a `BrokerFault` (a broker node's process or alarms), read off the schema."""
+
+
 def is_broker_target(target: str, node_names: Mapping[str, str] | None) -> bool:
     """Whether a fault target names a broker node (rather than a client group or side)."""
     return target in (node_names or {}) or re.fullmatch(r"broker\d*", target) is not None
+
+
+def is_broker_fault(kind: str, target: str, node_names: Mapping[str, str] | None = None) -> bool:
+    """Whether a fault of `kind` on `target` acts on a broker node: a `BrokerFault`, or a
+    stochastic fault whose target names a node (`is_broker_target`)."""
+    return kind in BROKER_FAULT_KINDS or (
+        kind == "stochastic" and is_broker_target(target, node_names)
+    )
 
 
 def _params(fault: Any) -> dict[str, Any]:
@@ -198,7 +212,7 @@ def plan_faults(
     for i, f in enumerate(faults):
         if f.kind in ("broker_kill", "broker_pause", "broker_restart"):
             add(i, f, f.target, f.kind.removeprefix("broker_"), f.at, f.at + f.duration)
-        elif f.kind in ("memory_alarm", "disk_alarm"):
+        elif f.kind in BROKER_FAULT_KINDS:  # the alarms
             add(i, f, f.target, f.kind, f.at, f.at + f.duration)
         elif f.kind == "stochastic":
             if not is_broker_target(f.target, node_names):

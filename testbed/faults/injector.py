@@ -34,7 +34,6 @@ __all__ = [
     "UnsupportedFault",
     "has_alarms",
     "supported",
-    "BROKER_FAULT_KINDS",
 ]
 
 import re
@@ -42,12 +41,12 @@ import threading
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from testbed.core.broker_kinds import KINDS, kind_list
+from testbed.core.faultplan import is_broker_fault
 from testbed.exceptions import FaultError, MqbedError
 
 if TYPE_CHECKING:
     from testbed.backends.base import Backend
 
-BROKER_FAULT_KINDS = ("broker_kill", "broker_pause", "broker_restart", "memory_alarm", "disk_alarm")
 _ALARMS = ("memory_alarm", "disk_alarm")
 _HUGE_DISK_LIMIT = str(10**18)  # 1 EB: more free disk than any machine has
 _WATERMARK = re.compile(r"^\s*(?:\{absolute,\s*(\d+)\}|([0-9.eE+-]+))\s*$")
@@ -115,10 +114,7 @@ def supported(fault: Any, broker_kind: str, backend: str = "local") -> str | Non
     """
     kind = getattr(fault, "kind", None)
     target = str(getattr(fault, "target", "broker"))
-    broker_target = kind in BROKER_FAULT_KINDS or (
-        kind == "stochastic" and re.fullmatch(r"broker\d*", target) is not None
-    )
-    if broker_target and backend == "external":
+    if is_broker_fault(str(kind), target) and backend == "external":
         return (
             f"{kind} on {target!r}: the external backend does not own its brokers, so it cannot "
             "kill, pause, restart or alarm them (network faults via the proxy still work)"

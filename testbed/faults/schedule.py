@@ -14,7 +14,7 @@ __all__ = ["check_faults", "links_for", "needs_proxy"]
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from testbed.core.faultplan import is_broker_target, needs_proxy
+from testbed.core.faultplan import is_broker_fault, needs_proxy
 from testbed.faults.injector import supported
 
 
@@ -26,12 +26,6 @@ def links_for(side: str, links: Mapping[str, Sequence[str]]) -> list[str]:
         names = [*links.get("producers", ()), *links.get("consumers", ())]
         return list(dict.fromkeys(names))
     return []
-
-
-def _is_broker_fault(f: Any, node_names: Mapping[str, str] | None) -> bool:
-    if f.kind in ("broker_kill", "broker_pause", "broker_restart", "memory_alarm", "disk_alarm"):
-        return True
-    return f.kind == "stochastic" and is_broker_target(str(f.target), node_names)
 
 
 def check_faults(
@@ -52,7 +46,11 @@ def check_faults(
         if reason:
             problems.append(f"{where}: {reason}")
         known = node_names
-        if known is not None and _is_broker_fault(f, known) and f.target not in known:
+        if (
+            known is not None
+            and is_broker_fault(f.kind, str(getattr(f, "target", "")), known)
+            and f.target not in known
+        ):
             problems.append(
                 f"{where}: target {f.target!r} is not a broker node (known: {sorted(known)})"
             )

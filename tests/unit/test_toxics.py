@@ -333,3 +333,23 @@ def test_supported_and_check_faults_name_what_cannot_run() -> None:
     assert check_faults(faults[1:2], broker_kind="rabbitmq", links=None) == [
         "faults[0] (latency): network faults need the fault proxy (no links given)"
     ]
+
+
+def test_broker_faults_are_one_rule_for_the_plan_the_checks_and_the_injector() -> None:
+    from typing import get_args
+
+    from testbed.core.faultplan import BROKER_FAULT_KINDS, is_broker_fault
+    from testbed.core.scenario_faults import BrokerFault
+
+    assert get_args(BrokerFault.model_fields["kind"].annotation) == BROKER_FAULT_KINDS
+    assert BROKER_FAULT_KINDS == (
+        "broker_kill", "broker_pause", "broker_restart", "memory_alarm", "disk_alarm"
+    )  # fmt: skip
+    assert all(is_broker_fault(k, "anything") for k in BROKER_FAULT_KINDS)
+    assert is_broker_fault("stochastic", "broker") and is_broker_fault("stochastic", "broker12")
+    assert not is_broker_fault("stochastic", "workers") and not is_broker_fault("latency", "broker")
+    assert is_broker_fault("stochastic", "east", {"east": "rabbit@east"})
+    stochastic = fault(kind="stochastic", target="broker1", mttf=10, mttr=1)
+    assert "external backend" in (supported(stochastic, "rabbitmq", "external") or "")
+    on_workers = fault(kind="stochastic", target="workers", mttf=10, mttr=1)
+    assert supported(on_workers, "rabbitmq", "external") is None

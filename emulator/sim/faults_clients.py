@@ -14,7 +14,7 @@ leaves that publish unconfirmed.
 
 from __future__ import annotations
 
-__all__ = ["ClientFaults", "FIRST_RETRY", "next_attempt"]
+__all__ = ["ClientFaults"]
 
 import math
 from collections.abc import Iterable
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from emulator.sim.consumers import _AUTO, _RECEIVE, UNLIMITED, Consumer
 from emulator.sim.producers import Producer
 from emulator.sim.recorder import OUTCOME_CODES
+from testbed.core.reconnect import FIRST_RETRY, next_attempt
 from testbed.core.scenario_faults import ClientFault
 
 if TYPE_CHECKING:
@@ -34,22 +35,6 @@ if TYPE_CHECKING:
 
 _CRASHED = OUTCOME_CODES["crashed"]
 _ACKED = OUTCOME_CODES["acked"]
-
-
-FIRST_RETRY = 0.1
-"""The live backoff (``testbed.workload.users``): sleep 0.1 s, try, doubling to 2 s."""
-RETRY_CAP = 2.0
-
-
-def next_attempt(t: float, delay: float, up_at: float) -> tuple[float, float]:
-    """The first connection attempt at or after ``up_at`` of a client that sleeps ``delay``
-    from ``t`` and doubles its sleep (to `RETRY_CAP`) after every failed try; with the sleep
-    that follows it, should that attempt fail too (the broker killed again meanwhile)."""
-    while True:
-        t += delay
-        delay = min(RETRY_CAP, delay * 2)
-        if t >= up_at:
-            return t, delay
 
 
 class ClientFaults:

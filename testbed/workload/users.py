@@ -22,6 +22,7 @@ from locust import User, task
 from locust.exception import StopUser
 
 from testbed.brokers import make_adapter
+from testbed.core.reconnect import FIRST_RETRY, next_delay
 from testbed.core.scenario import Scenario
 from testbed.core.seeds import arrival_rng
 from testbed.workload.consumer import ConsumerLoop
@@ -163,10 +164,10 @@ class _MqbedUser(User):
         return self._reconnect(st)
 
     def _reconnect(self, st: Process) -> bool:
-        """Bounded exponential backoff (0.1 s doubling to 2 s) until connected, the run stops,
-        or `RECONNECT_LIMIT` seconds pass. False if it gave up."""
+        """The backoff of `testbed.core.reconnect` (0.1 s doubling to 2 s) until connected,
+        the run stops, or `RECONNECT_LIMIT` seconds pass. False if it gave up."""
         deadline = time.monotonic() + RECONNECT_LIMIT
-        delay = 0.1
+        delay = FIRST_RETRY
         while not st.stopping and time.monotonic() < deadline:
             time.sleep(delay)
             try:
@@ -174,7 +175,7 @@ class _MqbedUser(User):
                 return True
             except Exception as e:  # still down
                 log.debug("reconnect of %s failed: %s", self.name, e)
-                delay = min(2.0, delay * 2)
+                delay = next_delay(delay)
         return False
 
     def _abandon(self) -> None:

@@ -12,7 +12,6 @@ import pytest
 from emulator import analytic
 from emulator.sim import faults as sim_faults
 from emulator.sim.ack_journal import AckJournal
-from emulator.sim.faults_clients import FIRST_RETRY, next_attempt
 from emulator.sim.model import Model, SimResult
 from testbed.analysis.qos import broker_uptime
 from testbed.core import availability as core_availability
@@ -23,6 +22,7 @@ from testbed.core.availability import (
 )
 from testbed.core.faultplan import plan_crashes, plan_faults
 from testbed.core.profile import Profile, RestartTime
+from testbed.core.reconnect import FIRST_RETRY, next_attempt
 from testbed.core.scenario_loader import parse_scenario
 from testbed.core.seeds import replication_seed
 

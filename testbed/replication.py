@@ -29,6 +29,7 @@ from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.provision import node_names
 from testbed.backends.run_homes import RunHome
 from testbed.core.clock import RunClock
+from testbed.core.phases import PHASE, phase_marks
 from testbed.core.scenario import Scenario
 from testbed.core.seeds import replication_seed
 from testbed.exceptions import MqbedError
@@ -333,10 +334,9 @@ def _drain_loop(scenario: Scenario, parts: _Parts, console: Console) -> None:
     queue nobody reads, `parked_queue_names`), or the drain times out, or Locust died."""
     control, clock, sampler, locust = parts.control, parts.clock, parts.sampler, parts.locust
     parked = parked_queue_names(scenario)
-    if scenario.warmup > 0:
-        control.event(0.0, "phase", "run", {"phase": "warmup", "until": scenario.warmup})
-    control.event(scenario.warmup, "phase", "run", {"phase": "load"})
-    control.event(scenario.duration, "phase", "run", {"phase": "drain"})
+    for t, name in phase_marks(scenario.warmup, scenario.duration):
+        until = {"until": scenario.warmup} if name == "warmup" else {}
+        control.event(t, PHASE, "run", {"phase": name, **until})
     empty_polls = 0
     last_poll = 0
     with Live(console=console, refresh_per_second=4, transient=True) as live:
@@ -360,7 +360,7 @@ def _drain_loop(scenario: Scenario, parts: _Parts, console: Console) -> None:
             if t >= scenario.duration + scenario.drain_timeout or not locust.alive():
                 control.event(t, "drain_timeout", "run", {"depth": latest.per_queue})
                 break
-    control.event(clock.now(), "phase", "run", {"phase": "end"})
+    control.event(clock.now(), PHASE, "run", {"phase": "end"})
 
 
 def _progress(phase: str, t: float, scenario: Scenario, sampler: TimeseriesSampler) -> str:

@@ -42,6 +42,7 @@ from testbed.core.arrivals import schedule
 from testbed.core.broker_kinds import KINDS
 from testbed.core.ledger import compute_ledger
 from testbed.core.load import arrival_mean_rate, offered_load
+from testbed.core.phases import PHASE, phase_marks
 from testbed.core.profile import Profile
 from testbed.core.quantiles import table_sampler
 from testbed.core.records import Ledger
@@ -309,10 +310,8 @@ class Model:
 
     def _phases(self) -> None:
         s = self.scenario
-        if s.warmup > 0:
-            self.rec.event(0.0, "phase", s.name, {"phase": "warmup"})
-        self.rec.event(float(s.warmup), "phase", s.name, {"phase": "load"})
-        self.rec.event(float(s.duration), "phase", s.name, {"phase": "drain"})
+        for t, phase in phase_marks(s.warmup, s.duration):
+            self.rec.event(t, PHASE, s.name, {"phase": phase})
 
     # -- processes --------------------------------------------------------------------------
 

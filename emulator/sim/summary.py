@@ -44,24 +44,23 @@ from emulator.sim.select import quantiles
 from emulator.sim.spool import SideFile
 from testbed.core.figures import finite, median, t_interval
 from testbed.core.ledger import codes, float_column, message_index
+from testbed.core.phases import PHASE
+from testbed.core.phases import load_window as phase_window
 from testbed.core.records import OUTCOMES, Ledger
 
 Key = tuple[str, str | None, str | None]  # (metric, queue, flow)
 
 
 def load_window(events: pa.Table | pd.DataFrame) -> tuple[float, float]:
-    """(start, end) of the load phase from ``phase`` events."""
+    """(start, end) of the load phase from ``phase`` events (`testbed.core.phases.load_window`:
+    the earliest ``load`` and ``drain``; 0 and infinity without them)."""
     ev = events.to_pandas() if isinstance(events, pa.Table) else events
-    start, end = 0.0, math.inf
-    for t, kind, detail in zip(ev["t"], ev["kind"], ev["detail"], strict=True):
-        if kind != "phase":
-            continue
-        phase = json.loads(detail).get("phase")
-        if phase == "load":
-            start = float(t)
-        elif phase == "drain":
-            end = float(t)
-    return start, end
+    marks = (
+        (float(t), json.loads(detail).get("phase"))
+        for t, kind, detail in zip(ev["t"], ev["kind"], ev["detail"], strict=True)
+        if kind == PHASE
+    )
+    return phase_window(marks)
 
 
 def mean_ci(values: Iterable[float]) -> tuple[float | None, list[float] | None]:

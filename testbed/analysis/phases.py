@@ -1,7 +1,9 @@
 """The load window of each (source, replication), from the ``phase`` events.
 
-A run writes ``phase`` events with detail ``{"phase": "warmup"|"load"|"drain"|"end"}``. The
-load window is ``[load_start, load_end)``: ``load`` starts it and ``drain`` ends it. Summary
+A run writes ``phase`` events with detail ``{"phase": "warmup"|"load"|"drain"|"end"}``. The load
+window is ``[load_start, load_end)``: the earliest ``load`` event starts it and the earliest
+``drain`` event ends it — the rule of `testbed.core.phases.load_window`, which the simulator's
+summary calls, written here as a ``min`` over the event rows. Summary
 figures use only that window (warm-up and drain are excluded); per-window figures keep every
 window and label it with its phase.
 
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from testbed.core.phases import PHASE
+
 KEYS = ["run_id", "source", "replication"]
 
 
@@ -36,12 +40,13 @@ def phase_bounds(
 
     `replications` holds the (run_id, source, replication) keys to cover (e.g. the distinct
     keys of the messages). A replication without a ``load`` (``drain``) event takes
-    `default_start` (`default_end`): the scenario's warm-up and duration.
+    `default_start` (`default_end`): the scenario's warm-up and duration. The earliest
+    ``load`` and ``drain`` event of each replication, as `testbed.core.phases.load_window`.
     """
     phase = F.get_json_object(F.col("detail"), "$.phase")
     marks = (
         events.select(*KEYS, "t", "kind", "detail")
-        .where(F.col("kind") == "phase")
+        .where(F.col("kind") == PHASE)
         .groupBy(*KEYS)
         .agg(
             F.min(F.when(phase == "load", F.col("t"))).alias("load_start"),

@@ -208,3 +208,36 @@ def test_load_windows_filter_rows_by_source_and_replication(spark: SparkSession)
         ("predicted", 2.5, False, False),
     ]
     assert load.replications("predicted") == [1]
+
+
+def test_the_simulator_and_spark_cut_the_same_window_from_the_same_rows(
+    spark: SparkSession,
+) -> None:
+    """One rule (`testbed.core.phases.load_window`: the earliest ``load`` and ``drain``): the
+    simulator's summary calls it, Spark's `phase_bounds` writes it as a ``min``; the same rows
+    give both the same window, also with repeated phase events out of time order."""
+    import pandas as pd
+
+    from emulator.sim.summary import load_window as simulated_window
+    from testbed.core.phases import load_window
+
+    fault = {"t": 3.0, "kind": "fault_start", "target": "broker", "detail": '{"phase": "load"}'}
+    runs = {
+        0: phase_events(2.0, 12.0, replication=0),  # a normal run: one of each
+        1: [  # merged twice, the second copy shifted and written first
+            *phase_events(4.0, 14.0, replication=1),
+            *phase_events(2.5, 11.5, replication=1),
+        ][::-1],
+        2: [fault | {"replication": 2}, *phase_events(1.0, 9.0, replication=2)],
+    }
+    rows = [row for rs in runs.values() for row in rs]
+    keys = frame(spark, "messages", [{"msg_id": f"m{r}", "replication": r} for r in runs])
+    spark_says = {
+        r.replication: (r.load_start, r.load_end)
+        for r in phase_bounds(frame(spark, "events", rows), keys, 0.0, 99.0).collect()
+    }
+    sim_says = {r: simulated_window(pd.DataFrame(rs)) for r, rs in runs.items()}
+    assert spark_says == sim_says == {0: (2.0, 12.0), 1: (2.5, 11.5), 2: (1.0, 9.0)}
+    marks = [(0.0, "warmup"), (7.0, "drain"), (5.0, "load"), (3.0, "drain")]
+    assert load_window(marks) == (5.0, 3.0)  # the rule, even for nonsense: the earliest of each
+    assert load_window([], (1.5, 9.0)) == (1.5, 9.0)

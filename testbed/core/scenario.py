@@ -2,8 +2,8 @@
 
 Every model forbids unknown keys (and suggests the closest known one). Quantities take units:
 durations ``"250ms"``, rates ``"50/s"``, sizes ``"1KB"`` (see :mod:`testbed.core.units`).
-Load files with :func:`load_scenario` (in :mod:`testbed.core.scenario_loader`, re-exported here),
-which reports ``file:line field: message (did you mean ...)`` for every problem at once.
+Load files with :func:`load_scenario` (in :mod:`testbed.core.scenario_loader`), which reports
+``file:line field: message (did you mean ...)`` for every problem at once.
 
 Rates on producers are per producer instance: ``count: 2`` with ``rate: 100/s`` offers 200/s.
 """
@@ -359,6 +359,4 @@ class Scenario(Strict):
         return RESOLVED_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-from testbed.core.scenario_loader import load_scenario, validate_file  # noqa: E402
-
-__all__ += ["Fault", "Autoscaling", "load_scenario", "validate_file"]
+__all__ += ["Fault", "Autoscaling"]

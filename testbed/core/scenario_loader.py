@@ -21,6 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from testbed.core.overrides import RunOverrides
 from testbed.core.safe_read import InputRefused, read_text_file
+from testbed.core.scenario import Scenario
+from testbed.core.scenario_checks import check_scenario
 from testbed.core.scenario_units import FIELD_HINTS, RESOLVED_HEADER, check_units
 from testbed.core.suggest import did_you_mean
 from testbed.core.yamlmap import LineMap, YamlProblem, format_path, load_with_lines
@@ -103,8 +105,6 @@ def _tag_matches(model: Any, tag: str) -> bool:
 
 def _known_fields(loc: Sequence[str | int]) -> list[str]:
     """Field names (aliases) of the model that rejected the unknown key at `loc`."""
-    from testbed.core.scenario import Scenario
-
     t: Any = Scenario
     for part in loc[:-1]:
         t = _descend(t, part)
@@ -195,14 +195,11 @@ def parse_scenario(
     file: str = "<scenario>",
     base_dir: Path | None = None,
     overrides: RunOverrides | None = None,
-) -> tuple[Any, list[ScenarioIssue]]:
+) -> tuple[Scenario | None, list[ScenarioIssue]]:
     """Parse and validate scenario text. Returns (Scenario or None, issues incl. warnings).
 
     `overrides` change the data before validation; issues then name the file as
     ``FILE [--rate 50/s]`` and keep the file's line numbers."""
-    from testbed.core.scenario import Scenario
-    from testbed.core.scenario_checks import check_scenario
-
     try:
         data, lines = load_with_lines(text)
     except YamlProblem as e:
@@ -232,7 +229,7 @@ def parse_scenario(
 
 def validate_file(
     path: str | Path, overrides: RunOverrides | None = None
-) -> tuple[Any, list[ScenarioIssue]]:
+) -> tuple[Scenario | None, list[ScenarioIssue]]:
     """Validate one file; never raises for content problems (they come back as issues).
 
     Only a regular UTF-8 file of at most 1 MiB is read (a FIFO or device is refused unopened)."""
@@ -244,7 +241,7 @@ def validate_file(
     return parse_scenario(text, str(path), p.parent, overrides)
 
 
-def load_scenario(path: str | Path, overrides: RunOverrides | None = None) -> Any:
+def load_scenario(path: str | Path, overrides: RunOverrides | None = None) -> Scenario:
     """Load a valid scenario or raise :class:`ScenarioError` listing every error."""
     scenario, issues = validate_file(path, overrides)
     errors = [i for i in issues if i.severity == "error"]

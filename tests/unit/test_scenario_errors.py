@@ -305,3 +305,22 @@ producers:
         assert scenario is not None, issues
         socket = [i for i in issues if "blocks only until the socket write" in str(i)]
         assert bool(socket) is warned, (model, issues)
+
+
+def test_the_schema_does_not_import_its_loader_and_the_loader_returns_a_scenario() -> None:
+    """No cycle between `testbed.core.scenario` and `testbed.core.scenario_loader`: the schema
+    module loads alone, and `load_scenario` is typed by the schema it imports."""
+    import subprocess
+    import sys
+    import typing
+
+    from testbed.core import scenario_loader
+    from testbed.core.scenario import Scenario
+
+    code = (
+        "import sys, testbed.core.scenario\n"
+        "assert 'testbed.core.scenario_loader' not in sys.modules, 'the schema imports its loader'"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert typing.get_type_hints(scenario_loader.load_scenario)["return"] is Scenario

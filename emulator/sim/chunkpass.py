@@ -1,11 +1,11 @@
 """The end of a streamed replication: the messages table chunk by chunk, and the ledger.
 
-Each retired chunk of messages (``emulator.sim.recorder``) is read back in order, late
-confirms are patched in, and it is written to ``messages.r<N>.parquet``; the ledger
-(``testbed.core.ledger.compute_ledger``'s definitions) is counted from the chunk and the side
-file of its acked, dead-lettered and unroutable rows — every delivery of a message lands in its
-chunk's side file, however late — so a message's figures never need another chunk. The
-summary's listeners see each chunk here, with its final confirms.
+Each retired chunk of messages (``emulator.sim.recorder``) is read back in order, late confirms
+are patched in, and it is written to ``messages.r<N>.parquet``; the ledger
+(``testbed.core.ledger.message_counts``, with which ``compute_ledger`` counts whole tables) is
+counted from the chunk and the side file of its acked, dead-lettered and unroutable rows — every
+delivery of a message lands in its chunk's side file, however late — so a message's figures
+never need another chunk. The summary's listeners see each chunk here, with its final confirms.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from emulator.sim.message_lookup import lookup
 from emulator.sim.spool import LEDGER_ROW, PartWriter
+from testbed.core.ledger import MESSAGE_COUNTS, message_counts
 from testbed.core.records import DELIVERIES, EVENTS, MESSAGES, OUTCOMES, TIMESERIES, Ledger
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 _ACKED = OUTCOMES.index("acked")
 _DEAD = OUTCOMES.index("dead_lettered")
 _UNROUTABLE = OUTCOMES.index("unroutable")
-LEDGER_COUNTS = ("confirmed", "delivered", "lost", "dup", "recovered", "dead", "unroutable")
 
 
 def _late_confirms(rec: Recorder) -> tuple[np.ndarray, np.ndarray]:
@@ -47,9 +47,7 @@ def write_messages(rec: Recorder) -> tuple[Path, Ledger]:
     names = pa.array(rec.names, type=pa.string())
     width = len(rec.names) + 1
     writer = PartWriter(rec._spool() / f"messages.r{rep}.parquet", "messages")
-    counts = dict.fromkeys(
-        ("confirmed", "delivered", "lost", "dup", "recovered", "dead", "unroutable"), 0
-    )
+    counts = dict.fromkeys(MESSAGE_COUNTS, 0)
     for k in range(-(-n // R)):
         batch = files.read(k)
         lo = k * R
@@ -77,7 +75,7 @@ def write_messages(rec: Recorder) -> tuple[Path, Ledger]:
         )
         side = rec._ledger_sides.pop(k, None)
         rows = side.read_all() if side is not None else np.zeros(0, dtype=LEDGER_ROW)
-        _count(counts, rows, lo, hi - lo, width, ~np.isnan(t_conf))
+        _count(counts, rows, lo, width, ~np.isnan(t_conf))
         for listener in rec.listeners:
             listener.messages(
                 {
@@ -94,16 +92,10 @@ def write_messages(rec: Recorder) -> tuple[Path, Ledger]:
             side.remove()
     ledger = Ledger(
         sent=n,
-        confirmed=counts["confirmed"],
-        delivered_unique=counts["delivered"],
-        lost=counts["lost"],
-        duplicated=counts["dup"],
         unexpected=0,  # every delivery is of a message number this replication made
-        recovered=counts["recovered"],
         redeliveries=rec.redeliveries,
-        dead_lettered=counts["dead"],
-        unroutable=counts["unroutable"],
         order_violations=rec.order.violations,
+        **counts,
     )
     return writer.close(), ledger
 
@@ -122,28 +114,23 @@ def _count(
     counts: dict[str, int],
     rows: np.ndarray,
     lo: int,
-    n: int,
     width: int,
     confirmed: np.ndarray,
 ) -> None:
-    """Add one chunk's ledger counts (the definitions of ``compute_ledger``)."""
+    """Add one chunk's ledger counts (`testbed.core.ledger.message_counts`, which
+    ``compute_ledger`` counts whole tables with): every delivery of the chunk's messages (from
+    number `lo`, one per element of `confirmed`) is in its side file's `rows`."""
     acked = rows[rows["o"] == _ACKED]
-    am = acked["m"] - lo
-    delivered = np.zeros(n, dtype=bool)
-    delivered[am] = True
-    pairs, c = np.unique(am * width + acked["q"].astype(np.int64) + 1, return_counts=True)
-    dead = np.zeros(n, dtype=bool)
-    dead[rows[rows["o"] == _DEAD]["m"] - lo] = True
-    gone = np.zeros(n, dtype=bool)
-    gone[rows[rows["o"] == _UNROUTABLE]["m"] - lo] = True
-    gone &= ~delivered & ~dead
-    counts["confirmed"] += int(confirmed.sum())
-    counts["delivered"] += int(delivered.sum())
-    counts["lost"] += int(np.count_nonzero(confirmed & ~delivered & ~dead & ~gone))
-    counts["unroutable"] += int(gone.sum())
-    counts["dup"] += len(np.unique(pairs[c > 1] // width))
-    counts["recovered"] += int(np.count_nonzero(~confirmed & delivered))
-    counts["dead"] += int(dead.sum())
+    chunk = message_counts(
+        confirmed,
+        acked["m"] - lo,
+        acked["q"].astype(np.int64),
+        width,
+        rows[rows["o"] == _DEAD]["m"] - lo,
+        rows[rows["o"] == _UNROUTABLE]["m"] - lo,
+    )
+    for name, value in chunk.items():
+        counts[name] += value
 
 
 def small_tables(

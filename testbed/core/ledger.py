@@ -34,7 +34,9 @@ replication costs tens of MB, not a Python set of strings.
 from __future__ import annotations
 
 __all__ = [
+    "MESSAGE_COUNTS",
     "compute_ledger",
+    "message_counts",
     "message_index",
     "codes",
     "float_column",
@@ -84,46 +86,78 @@ def _mask(n: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+MESSAGE_COUNTS = (
+    "confirmed",
+    "delivered_unique",
+    "lost",
+    "duplicated",
+    "recovered",
+    "dead_lettered",
+    "unroutable",
+)
+"""The `Ledger` fields counted per message (`message_counts`): over a whole table, or summed
+over chunks of messages that each hold every delivery of their messages."""
+
+
+def message_counts(
+    confirmed: np.ndarray,
+    acked: np.ndarray,
+    acked_queue: np.ndarray,
+    width: int,
+    dead: np.ndarray,
+    returned: np.ndarray,
+) -> dict[str, int]:
+    """The `MESSAGE_COUNTS` of ``n = len(confirmed)`` messages (the module docstring's
+    definitions). `confirmed`: whether each message's publish was confirmed; `acked`: the message
+    (row 0..n-1, negative for an unknown id) of every acked delivery, `acked_queue` its queue's
+    code (-1 and up, below ``width - 1``); `dead`, `returned`: the messages of the
+    ``dead_lettered`` and ``unroutable`` rows. The live ledger counts whole tables with it, the
+    streamed simulator (`emulator.sim.chunkpass`) each chunk of messages."""
+    n = len(confirmed)
+    known = acked >= 0
+    delivered = _mask(n, acked)
+    pairs, counts = np.unique(acked[known] * width + acked_queue[known] + 1, return_counts=True)
+    dead_lettered = _mask(n, dead)
+    unroutable = _mask(n, returned) & ~delivered & ~dead_lettered
+    return {
+        "confirmed": int(confirmed.sum()),
+        "delivered_unique": int(delivered.sum()),
+        "lost": int(np.count_nonzero(confirmed & ~delivered & ~dead_lettered & ~unroutable)),
+        "duplicated": len(np.unique(pairs[counts > 1] // width)),
+        "recovered": int(np.count_nonzero(~confirmed & delivered)),
+        "dead_lettered": int(dead_lettered.sum()),
+        "unroutable": int(unroutable.sum()),
+    }
+
+
 def compute_ledger(messages: pa.Table, deliveries: pa.Table) -> Ledger:
     """Ledger for one replication's `messages` and `deliveries` tables."""
-    n = messages.num_rows
     outcome = deliveries["outcome"]
     acked = deliveries.select(["msg_id", "queue", "t_deliver", "t_done"]).filter(
         pc.equal(outcome, "acked")
     )
     acked_idx = message_index(acked["msg_id"], messages)
-    delivered = _mask(n, acked_idx)
-    known = acked_idx >= 0
     qcode, qnames = codes(acked["queue"])
-    width = len(qnames) + 1
-    pairs, counts = np.unique(acked_idx[known] * width + qcode[known] + 1, return_counts=True)
-    duplicated = len(np.unique(pairs[counts > 1] // width))
     all_idx = message_index(deliveries["msg_id"], messages)
     unknown = deliveries["msg_id"].filter(pa.array(all_idx < 0))
     unexpected = len(pc.unique(unknown)) if len(unknown) else 0
-    dead = _mask(
-        n, message_index(deliveries["msg_id"].filter(pc.equal(outcome, "dead_lettered")), messages)
-    )
-    returned = _mask(
-        n, message_index(deliveries["msg_id"].filter(pc.equal(outcome, "unroutable")), messages)
-    )
-    unroutable = returned & ~delivered & ~dead
-    confirmed = np.asarray(pc.is_valid(messages["t_confirm"]).to_numpy(zero_copy_only=False))
     again = pc.or_(
         pc.greater(deliveries["attempt"], 1), pc.fill_null(deliveries["redelivered"], False)
     )
+    counts = message_counts(
+        np.asarray(pc.is_valid(messages["t_confirm"]).to_numpy(zero_copy_only=False)),
+        acked_idx,
+        qcode,
+        len(qnames) + 1,
+        message_index(deliveries["msg_id"].filter(pc.equal(outcome, "dead_lettered")), messages),
+        message_index(deliveries["msg_id"].filter(pc.equal(outcome, "unroutable")), messages),
+    )
     return Ledger(
-        sent=n,
-        confirmed=int(confirmed.sum()),
-        delivered_unique=int(delivered.sum()),
-        lost=int(np.count_nonzero(confirmed & ~delivered & ~dead & ~unroutable)),
-        duplicated=duplicated,
+        sent=messages.num_rows,
         unexpected=unexpected,
-        recovered=int(np.count_nonzero(~confirmed & delivered)),
         redeliveries=int(pc.sum(pc.cast(again, pa.int64())).as_py() or 0),
-        dead_lettered=int(dead.sum()),
-        unroutable=int(unroutable.sum()),
         order_violations=_order_violations(messages, acked, acked_idx, qcode),
+        **counts,
     )
 
 

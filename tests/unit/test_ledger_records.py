@@ -219,3 +219,37 @@ def test_unroutable_messages_are_counted_apart_from_lost() -> None:
     # each undelivered message has one fate: r2 (unconfirmed) is unroutable, not counted twice
     undelivered = ledger.sent - ledger.delivered_unique - ledger.dead_lettered
     assert undelivered == ledger.lost + ledger.unroutable == 3
+
+
+def test_message_counts_of_chunks_add_up_to_the_whole() -> None:
+    """The streamed simulator sums `message_counts` over chunks of messages (each with every
+    delivery of its messages); `compute_ledger` counts the whole table with it."""
+    import numpy as np
+
+    from testbed.core.ledger import MESSAGE_COUNTS, message_counts
+    from testbed.core.records import Ledger
+
+    rng = np.random.default_rng(7)
+    n, width = 400, 4
+    confirmed = rng.random(n) < 0.8
+    acked = np.sort(rng.integers(0, n, 600))  # repeats: duplicates, in one queue or another
+    queue = rng.integers(-1, width - 1, len(acked))
+    dead = rng.choice(n, 15, replace=False)
+    returned = rng.choice(n, 25, replace=False)
+    whole = message_counts(confirmed, acked, queue, width, dead, returned)
+    assert tuple(whole) == MESSAGE_COUNTS
+    assert set(MESSAGE_COUNTS) < {f.name for f in Ledger.__dataclass_fields__.values()}
+    summed = dict.fromkeys(MESSAGE_COUNTS, 0)
+    for lo in range(0, n, 64):
+        hi = min(n, lo + 64)
+        a, d, r = ((x >= lo) & (x < hi) for x in (acked, dead, returned))
+        part = message_counts(
+            confirmed[lo:hi], acked[a] - lo, queue[a], width, dead[d] - lo, returned[r] - lo
+        )
+        summed = {k: summed[k] + part[k] for k in MESSAGE_COUNTS}
+    assert summed == whole
+    assert whole["duplicated"] > 0 and whole["lost"] > 0 and whole["unroutable"] > 0
+    with_unknown = message_counts(
+        confirmed, np.append(acked, -1), np.append(queue, 0), width, dead, returned
+    )
+    assert with_unknown == whole  # an id no producer sent counts nowhere here

@@ -28,7 +28,8 @@ CalQuickOpt = Annotated[
         "--quick",
         help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
         f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~66 s of load). "
-        "The profile is too rough for predictions: give --out.",
+        "The profile is too rough for predictions, so --out FILE is required: a quick "
+        "calibration never goes into this machine's profile cache.",
     ),
 ]
 
@@ -88,6 +89,14 @@ def calibrate(
     from testbed.calibration.api import calibrate_endpoint
     from testbed.core.profile import load_profile
     from testbed.run import replicate_on
+
+    # the machine's cache is what `mqbed run --calibration auto|cached` predicts with
+    if quick and out_file is None:
+        raise typer.BadParameter(
+            "a quick calibration is a smoke test, too rough for predictions: give the profile "
+            "file to write (--out FILE); it is never written into this machine's profile cache",
+            param_hint="--quick",
+        )
 
     def micro(path: Path, endpoint: Any) -> Path:
         return calibrate_endpoint(

@@ -183,7 +183,8 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     write_profile(prof, tmp_path / "p.yaml")
     monkeypatch.setattr(testbed.calibrate, "calibrate_machine",
                         lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(fit=fit)))  # fmt: skip
-    doc = one_document(invoke("calibrate", "--broker", "rabbitmq", "--quick", "--json"))
+    quick = ["calibrate", "--broker", "rabbitmq", "--quick", "--json"]
+    doc = one_document(invoke(*quick, "--out", str(tmp_path / "q.yaml")))
     assert doc["profile"] == str(tmp_path / "p.yaml") and doc["fit"][0]["ks"] == 0.04
     assert doc["restart_time"]["mean"] == 7.5 and doc["restart_time"]["samples"] == 2
 
@@ -262,3 +263,43 @@ def test_library_warnings_stay_off_the_terminal(capfd: Any, monkeypatch: Any) ->
     logging.getLogger("testbed.probe").warning("our own warning")
     stderr = capfd.readouterr().err
     assert "could not connect" not in stderr and "our own warning" in stderr
+
+
+def _calibration_without_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mqbed calibrate`'s own code with the broker and the measurement replaced: a broker that
+    `mqbed up` started (not ours, so no restart is measured) and the shipped client path."""
+    import contextlib
+
+    import testbed.calibrate
+    from testbed.core.profile import load_profile
+
+    shipped = load_profile(REPO / "deploy" / "calibration" / "rabbitmq-local.yaml").client_path
+
+    @contextlib.contextmanager
+    def provisioned(scenario: Any, home: Path, run_id: str) -> Any:
+        yield SimpleNamespace(version="3.10.8", pid=None, name="rabbit"), None
+
+    monkeypatch.setattr(testbed.calibrate, "provisioned", provisioned)
+    monkeypatch.setattr(testbed.calibrate, "measure_client_path", lambda *a, **kw: shipped)
+
+
+def test_calibrate_writes_the_machine_cache_by_default_and_refuses_a_quick_one_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an output file the profile goes to this machine's cache (the file `run
+    --calibration auto|cached` predicts with), never under deploy/calibration/; a --quick
+    smoke profile without one is a usage error, and nothing is written."""
+    from testbed.calibration.machine import cache_path
+
+    _calibration_without_broker(monkeypatch)
+    shipped = {p: p.read_bytes() for p in (REPO / "deploy" / "calibration").rglob("*.yaml")}
+    home = tmp_path / "home"
+    quick = invoke("calibrate", "--broker", "rabbitmq", "--quick", "--home", str(home))
+    assert quick.exit_code == 2 and "quick calibration is a smoke test" in quick.output
+    assert not home.exists() or list(home.rglob("*.yaml")) == []
+    result = invoke("calibrate", "--broker", "rabbitmq", "--client-path-only", "--json",
+                    "--home", str(home))  # fmt: skip
+    target = Path(one_document(result)["profile"])
+    assert result.exit_code == 0 and target == cache_path(home, "rabbitmq", "3.10.8", "pika")
+    assert target.is_file() and (REPO / "deploy") not in target.parents
+    assert {p: p.read_bytes() for p in (REPO / "deploy" / "calibration").rglob("*.yaml")} == shipped

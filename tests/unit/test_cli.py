@@ -117,6 +117,7 @@ def _fake_run(tmp_path: Path, lost: int) -> Any:
         (run_dir / "measured").mkdir(parents=True)
         (run_dir / "measured" / "ledger.json").write_text(json.dumps({"sent": 50, "lost": lost}))
         assert kw["overrides"].rate == "20/s" and kw["overrides"].duration == "2s"
+        assert kw["profile"] == tmp_path / "given-profile.yaml"  # run --profile FILE
         return SimpleNamespace(run_dir=run_dir, interrupted=False, ledgers=[])
 
     return run_scenario
@@ -130,7 +131,8 @@ def test_run_json_judges_thresholds_and_exits_6_on_a_miss(
     f = tmp_path / "s.yaml"
     f.write_text(SCENARIO)
     monkeypatch.setattr(testbed.run, "run_scenario", _fake_run(tmp_path, lost=3))
-    args = ["run", str(f), "--json", "--no-report", "--rate", "20/s", "-t", "2s"]
+    args = ["run", str(f), "--json", "--no-report", "--rate", "20/s", "-t", "2s",
+            "--profile", str(tmp_path / "given-profile.yaml")]  # fmt: skip
     result = invoke(*args, "--threshold", "sent >= 50", "--home", str(tmp_path / "h"))
     doc = one_document(result)
     assert result.exit_code == 6 and "noise from the run" in result.stderr

@@ -174,9 +174,9 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: print("x") or perf_doc)
     monkeypatch.setattr(testbed.accuracy, "run_accuracy", lambda t, **kw: t)
     monkeypatch.setattr(testbed.accuracy, "accuracy_misses", lambda p: ["quickstart: p95"])
-    perf = one_document(invoke("bench", "--out", str(tmp_path / "p.md"), "--json"))
+    perf = one_document(invoke("bench", "--report", str(tmp_path / "p.md"), "--json"))
     assert perf["written"] == [str(tmp_path / "p.md")] and perf["performance"] == perf_doc
-    result = invoke("bench", "--suite", "accuracy", "--out", str(tmp_path / "a.md"), "--json")
+    result = invoke("bench", "--suite", "accuracy", "--report", str(tmp_path / "a.md"), "--json")
     assert result.exit_code == 5 and one_document(result)["misses"] == ["quickstart: p95"]
 
     fit = [SimpleNamespace(point="publish", n=100, ks=0.04)]
@@ -186,7 +186,7 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(testbed.calibrate, "calibrate_machine",
                         lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(fit=fit)))  # fmt: skip
     quick = ["calibrate", "--broker", "rabbitmq", "--quick", "--json"]
-    doc = one_document(invoke(*quick, "--out", str(tmp_path / "q.yaml")))
+    doc = one_document(invoke(*quick, "--profile-out", str(tmp_path / "q.yaml")))
     assert doc["profile"] == str(tmp_path / "p.yaml") and doc["fit"][0]["ks"] == 0.04
     assert doc["restart_time"]["mean"] == 7.5 and doc["restart_time"]["samples"] == 2
 
@@ -222,24 +222,76 @@ def test_compare_is_wired_and_refuses_a_directory_that_is_no_run(tmp_path: Path)
 
 
 def test_out_says_what_it_names_in_every_command() -> None:
-    """Each command's --out help starts with "Output:" and says directory, run directory or file."""
-    from typer.testing import CliRunner
-
-    from testbed.cli.app import app as cli_app
-
+    """`--out DIR` is the parent directory of a new result wherever it is (run, sweep, bench);
+    outputs of another kind have their own option, whose help says what it names; the old
+    spellings are hidden from --help."""
     expect = {
-        "run": "parent directory",
-        "sweep": "parent directory",
-        "predict": "run directory itself",
-        "calibrate": "profile YAML file",
-        "bench": "report file",
-        "compare": "directory compare.html",
+        "run": [("--out DIR", "parent directory")],
+        "sweep": [("--out DIR", "parent directory")],
+        "bench": [("--out DIR", "parent directory"), ("--report FILE", "report file")],
+        "predict": [("--run-dir DIR", "run directory itself")],
+        "calibrate": [("--profile-out FILE", "profile YAML file")],
+        "compare": [("--page-dir DIR", "directory compare.html")],
     }
-    for command, kind in expect.items():
-        result = CliRunner().invoke(cli_app, [command, "--help"], env={"COLUMNS": "400"})
+    for command, options in expect.items():
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"})
         text = " ".join(result.output.split())
-        assert result.exit_code == 0 and "--out" in text, command
-        assert f"Output: the {kind}" in text, (command, text[text.find("--out") :][:200])
+        assert result.exit_code == 0, command
+        for option, kind in options:
+            shown = text[text.find(option) :][:200]
+            assert f"{option} Output: the {kind}" in text, (command, shown)
+        if all(option != "--out DIR" for option, _ in options):
+            assert "--out " not in text, (command, "an old spelling is shown")
+        assert "--runs" not in text and "Deprecated" not in text, command
+
+
+def test_old_spellings_still_work_and_name_their_replacement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scripts written before the renaming keep working: each old spelling reaches the same
+    parameter and prints one line on stderr naming the option that replaces it."""
+    import testbed.accuracy
+    import testbed.bench
+    import testbed.compare
+
+    _calibration_without_broker(monkeypatch)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(testbed.compare, "compare_runs", lambda runs, out, *a, **kw: seen.update(
+        compare=out) or {})  # fmt: skip
+    monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: {"failed": []})
+    monkeypatch.setattr(testbed.accuracy, "accuracy_misses", lambda p: [])
+
+    def run_accuracy(target: Path, **kw: Any) -> Path:
+        seen.update(report=target, runs=kw["runs_dir"])
+        return target
+
+    monkeypatch.setattr(testbed.accuracy, "run_accuracy", run_accuracy)
+    f = tmp_path / "s.yaml"
+    f.write_text(SCENARIO)
+    home = ["--home", str(tmp_path / "h")]
+    cases = [
+        (["predict", str(f), "--out", str(tmp_path / "p")], "predict: --out", "--run-dir"),
+        (["calibrate", "--broker", "rabbitmq", "--client-path-only", *home,
+          "--out", str(tmp_path / "c.yaml")], "calibrate: --out", "--profile-out"),
+        (["compare", "a", "b", "--out", str(tmp_path / "cmp")], "compare: --out", "--page-dir"),
+        (["bench", "--suite", "accuracy", "--runs", str(tmp_path / "r"), "--out",
+          str(tmp_path / "a.md")], "bench: --runs", "--out"),
+    ]  # fmt: skip
+    for args, was, now in cases:
+        result = invoke(*args)
+        assert result.exit_code == 0, (args, result.output)
+        lines = [x for x in result.stderr.splitlines() if "deprecated" in x]
+        assert f"mqbed {was} is deprecated, use {now}" in lines, (args, result.stderr)
+    assert "bench: --out FILE.md is deprecated, use --report" in result.stderr
+    assert (tmp_path / "p" / "predicted" / "summary.json").is_file()
+    assert (tmp_path / "c.yaml").is_file()
+    assert seen == {
+        "compare": tmp_path / "cmp",
+        "report": tmp_path / "a.md",
+        "runs": tmp_path / "r",
+    }
+    both = invoke("predict", str(f), "--out", "x", "--run-dir", "y")
+    assert both.exit_code == 2 and "give --run-dir only" in both.output
 
 
 def test_calibration_module_has_help_and_never_defaults_to_a_shipped_profile() -> None:

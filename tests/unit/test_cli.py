@@ -357,3 +357,19 @@ def test_calibrate_writes_the_machine_cache_by_default_and_refuses_a_quick_one_t
     assert result.exit_code == 0 and target == cache_path(home, "rabbitmq", "3.10.8", "pika")
     assert target.is_file() and (REPO / "deploy") not in target.parents
     assert {p: p.read_bytes() for p in (REPO / "deploy" / "calibration").rglob("*.yaml")} == shipped
+
+
+def test_readme_command_block_shows_every_command_and_its_json() -> None:
+    """The README's "Command line" block has a line for every command of the app, and the
+    `--json` paragraph names every command that takes --json."""
+    import typer.main
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Command line\n\n```\n", 1)[1].split("```", 1)[0]
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert set(commands) == set(COMMANDS)
+    missing = [name for name in commands if not re.search(rf"^mqbed {name}\b", block, re.M)]
+    assert missing == [], f"not in the README's command block: {missing}"
+    listed = " ".join(readme.split("Every command takes `--json`", 1)[1].split(":", 1)[0].split())
+    json_commands = [n for n, c in commands.items() if any("--json" in p.opts for p in c.params)]
+    assert [n for n in json_commands if f"`{n}`" not in listed] == [], listed

@@ -132,15 +132,20 @@ def calibrate(
         restart = load_profile(path).restart_time
         doc["restart_time"] = restart.model_dump() if restart is not None else None
         if not as_json:
-            for line in fit_table(cp):
-                say(out, line)
-            if restart is not None:
-                say(out, f"broker restart (kill -> healthy): {restart.mean:.1f} s "
-                         f"(sd {restart.sd:.1f} s, {restart.samples} kills)")  # fmt: skip
-            if restart is not None and restart.ack_loss_s is not None:
-                say(out, f"acks a kill forgets: {restart.ack_loss_s * 1000:.0f} ms of them "
-                         f"({restart.acks_forgotten} acks at 100 msg/s)")  # fmt: skip
-            say(out, f"wrote {path}")
+            _show_calibration(fit_table(cp), restart, path)
+
+
+def _show_calibration(fit: list[str], restart: Any, path: Path) -> None:
+    """What `mqbed calibrate` prints without --json: the fit table, the restart, the file."""
+    for line in fit:
+        say(out, line)
+    if restart is not None:
+        say(out, f"broker restart (kill -> healthy): {restart.mean:.1f} s "
+                 f"(sd {restart.sd:.1f} s, {restart.samples} kills)")  # fmt: skip
+    if restart is not None and restart.ack_loss_s is not None:
+        say(out, f"acks a kill forgets: {restart.ack_loss_s * 1000:.0f} ms of them "
+                 f"({restart.acks_forgotten} acks at 100 msg/s)")  # fmt: skip
+    say(out, f"wrote {path}")
 
 
 def _performance(

@@ -14,15 +14,13 @@ __all__ = [
     "progress",
     "kinds",
     "version",
-    "old_spelling",
-    "renamed",
 ]
 
 import logging
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -140,24 +138,3 @@ def say(console: Console, text: str) -> None:
 def progress(line: str) -> None:
     """A progress line on stderr."""
     say(err, line)
-
-
-T = TypeVar("T")
-
-
-def old_spelling(name: str, metavar: str) -> Any:
-    """A renamed option's old name, still accepted (hidden from --help; see `renamed`)."""
-    return typer.Option(name, metavar=metavar, hidden=True, help="Deprecated spelling.")
-
-
-def renamed(new: T | None, old: T | None, *, command: str, was: str, now: str) -> T | None:
-    """The value of an option that `was` spelled otherwise: `old` (the old spelling's value,
-    with one line on stderr naming the option that replaces it) or `new`. `--out DIR` means
-    one thing in every command, the parent directory of a new result; the options that meant
-    something else were renamed, and scripts that spell them the old way keep working."""
-    if old is None:
-        return new
-    if new is not None:
-        raise typer.BadParameter(f"{was} is the old spelling of {now}: give {now} only")
-    progress(f"mqbed {command}: {was} is deprecated, use {now}")
-    return old

@@ -11,19 +11,10 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from testbed.cli.app import (
-    HomeOpt,
-    JsonOpt,
-    app,
-    old_spelling,
-    out,
-    progress,
-    renamed,
-    say,
-    testbed_home,
-)
+from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_home
 from testbed.cli.cmd_run import CalibrationOpt
 from testbed.cli.output import json_output
+from testbed.cli.renamed import old_spelling, renamed
 from testbed.core.broker_kinds import KindName
 from testbed.exceptions import AccuracyMiss, MqbedError
 

@@ -9,20 +9,10 @@ from typing import Annotated
 
 import typer
 
-from testbed.cli.app import (
-    HomeOpt,
-    JsonOpt,
-    SparkOpt,
-    app,
-    err,
-    old_spelling,
-    out,
-    renamed,
-    say,
-    testbed_home,
-)
+from testbed.cli.app import HomeOpt, JsonOpt, SparkOpt, app, err, out, say, testbed_home
 from testbed.cli.cmd_run import ProfileOpt
 from testbed.cli.output import json_output
+from testbed.cli.renamed import old_spelling, renamed
 
 
 @app.command()

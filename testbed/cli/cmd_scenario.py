@@ -11,19 +11,9 @@ from typing import Annotated, Any, Literal
 import typer
 
 from testbed.cli import exit_codes
-from testbed.cli.app import (
-    HomeOpt,
-    JsonOpt,
-    app,
-    err,
-    old_spelling,
-    out,
-    progress,
-    renamed,
-    say,
-    testbed_home,
-)
+from testbed.cli.app import HomeOpt, JsonOpt, app, err, out, progress, say, testbed_home
 from testbed.cli.output import json_output
+from testbed.cli.renamed import old_spelling, renamed
 from testbed.exceptions import ScenarioIssue
 
 

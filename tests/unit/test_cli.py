@@ -292,6 +292,11 @@ def test_old_spellings_still_work_and_name_their_replacement(
     }
     both = invoke("predict", str(f), "--out", "x", "--run-dir", "y")
     assert both.exit_code == 2 and "give --run-dir only" in both.output
+    # the new spellings: bench --out DIR is the runs' parent, --report the report file
+    new = invoke("bench", "--suite", "accuracy", "--out", str(tmp_path / "n"), "--report", "b.md")
+    assert new.exit_code == 0 and "deprecated" not in new.stderr, new.output
+    assert seen["runs"] == tmp_path / "n" and seen["report"] == Path("b.md")
+    assert invoke("bench", "--out", str(tmp_path / "n")).exit_code == 2  # performance: no runs
 
 
 def test_calibration_module_has_help_and_never_defaults_to_a_shipped_profile() -> None:

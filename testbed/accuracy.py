@@ -11,7 +11,7 @@ deterministic faults, the saturation point within one sweep step.
 
 Results go to ``docs/accuracy.json`` (a machine reads it) and ``docs/accuracy.md``; with
 ``--only`` the named cases replace theirs in an existing JSON and the others are kept (each
-case records the command and date that produced it). ``--reuse --runs DIR`` judges the run
+case records the command and date that produced it). ``--reuse --out DIR`` judges the run
 directories of an earlier suite again — the analysis and report are rebuilt (after a change
 to the analysis), the live runs and predictions are kept. Run directories (with their
 ``report.html``) are kept under ``runs/accuracy-<utc>/``. ``--quick``

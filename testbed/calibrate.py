@@ -7,8 +7,8 @@ Two parts, each optional:
 2. the client path through the live workload (:mod:`testbed.calibration.client_path`):
    delivery-delay and hold tables, with the goodness of fit of every point.
 
-Without ``--out`` the profile goes to this machine's cache under the testbed home (the file a
-run's prediction then uses), never over the shipped profiles in ``deploy/calibration/``.
+Without ``--profile-out`` the profile goes to this machine's cache under the testbed home (the
+file a run's prediction then uses), never over the shipped profiles in ``deploy/calibration/``.
 """
 
 from __future__ import annotations

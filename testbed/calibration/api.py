@@ -27,7 +27,7 @@ def default_command(
     kind: str, out_path: Path | str, duration: float, repeats: int, quick: bool
 ) -> str:
     """The ``mqbed calibrate`` command line equivalent to these arguments."""
-    cmd = f"mqbed calibrate --broker {kind} --out {out_path}"
+    cmd = f"mqbed calibrate --broker {kind} --profile-out {out_path}"
     if quick:
         return cmd + " --quick"
     return cmd + f" --duration {duration:g} --repeats {repeats}"

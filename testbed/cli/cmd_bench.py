@@ -14,6 +14,7 @@ import typer
 from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_home
 from testbed.cli.cmd_run import CalibrationOpt
 from testbed.cli.output import json_output
+from testbed.cli.renamed import old_spelling, renamed
 from testbed.core.broker_kinds import KindName
 from testbed.exceptions import AccuracyMiss, MqbedError
 
@@ -28,7 +29,8 @@ CalQuickOpt = Annotated[
         "--quick",
         help="A smoke test: 2-second points, one repeat, three sizes (ignores --duration "
         f"and --repeats) and the client path at --scale {QUICK_SCALE:g} (~66 s of load). "
-        "The profile is too rough for predictions: give --out.",
+        "The profile is too rough for predictions, so --profile-out FILE is required: a quick "
+        "calibration never goes into this machine's profile cache.",
     ),
 ]
 
@@ -37,7 +39,7 @@ ClientPathOnlyOpt = Annotated[
     bool,
     typer.Option(
         "--client-path-only",
-        help="Measure only the client path (~2 min) on top of the profile at --out "
+        help="Measure only the client path (~2 min) on top of the profile at --profile-out "
         "(or the shipped one).",
     ),
 ]
@@ -52,16 +54,17 @@ def calibrate(
             help="Client library: pika (default) or kombu for rabbitmq, stomp for activemq."
         ),
     ] = None,  # fmt: skip
-    out_file: Annotated[
+    profile_out: Annotated[
         Path | None,
         typer.Option(
-            "--out",
+            "--profile-out",
             metavar="FILE",
             help="Output: the profile YAML file to write (default: this machine's cache, "
             "<home>/calibration/<host>-<broker>-<version>-<client>.yaml, which runs use; "
             "never deploy/calibration/ unless named here).",
         ),
     ] = None,  # fmt: skip
+    old_out: Annotated[Path | None, old_spelling("--out", "FILE")] = None,
     duration: Annotated[
         float, typer.Option(min=1, metavar="SECONDS", help="Seconds per point after warm-up.")
     ] = 60,
@@ -89,6 +92,16 @@ def calibrate(
     from testbed.core.profile import load_profile
     from testbed.run import replicate_on
 
+    out_file = renamed(profile_out, old_out, command="calibrate", was="--out", now="--profile-out")
+    # the machine's cache is what `mqbed run --calibration auto|cached` predicts with
+    if quick and out_file is None:
+        raise typer.BadParameter(
+            "a quick calibration is a smoke test, too rough for predictions: give the profile "
+            "file to write (--profile-out FILE); it is never written into this machine's "
+            "profile cache",
+            param_hint="--quick",
+        )
+
     def micro(path: Path, endpoint: Any) -> Path:
         return calibrate_endpoint(
             endpoint, path, duration=duration, repeats=repeats, quick=quick, progress=progress
@@ -110,15 +123,20 @@ def calibrate(
         restart = load_profile(path).restart_time
         doc["restart_time"] = restart.model_dump() if restart is not None else None
         if not as_json:
-            for line in fit_table(cp):
-                say(out, line)
-            if restart is not None:
-                say(out, f"broker restart (kill -> healthy): {restart.mean:.1f} s "
-                         f"(sd {restart.sd:.1f} s, {restart.samples} kills)")  # fmt: skip
-            if restart is not None and restart.ack_loss_s is not None:
-                say(out, f"acks a kill forgets: {restart.ack_loss_s * 1000:.0f} ms of them "
-                         f"({restart.acks_forgotten} acks at 100 msg/s)")  # fmt: skip
-            say(out, f"wrote {path}")
+            _show_calibration(fit_table(cp), restart, path)
+
+
+def _show_calibration(fit: list[str], restart: Any, path: Path) -> None:
+    """What `mqbed calibrate` prints without --json: the fit table, the restart, the file."""
+    for line in fit:
+        say(out, line)
+    if restart is not None:
+        say(out, f"broker restart (kill -> healthy): {restart.mean:.1f} s "
+                 f"(sd {restart.sd:.1f} s, {restart.samples} kills)")  # fmt: skip
+    if restart is not None and restart.ack_loss_s is not None:
+        say(out, f"acks a kill forgets: {restart.ack_loss_s * 1000:.0f} ms of them "
+                 f"({restart.acks_forgotten} acks at 100 msg/s)")  # fmt: skip
+    say(out, f"wrote {path}")
 
 
 def _performance(
@@ -167,7 +185,7 @@ ReuseOpt = Annotated[
     bool,
     typer.Option(
         "--reuse",
-        help="accuracy: judge the runs already in --runs again (analysis rebuilt, no live runs)",
+        help="accuracy: judge the runs already under --out again (analysis rebuilt, no live runs)",
     ),
 ]
 
@@ -183,15 +201,36 @@ ReportOnlyOpt = Annotated[
 ]
 
 
-RunsOpt = Annotated[
+BenchOutOpt = Annotated[
     Path | None,
     typer.Option(
-        "--runs",
+        "--out",
         metavar="DIR",
-        help="accuracy: the parent directory of the run directories (what run --out is; "
-        "default runs/accuracy-<utc>).",
+        help="Output: the parent directory; the accuracy suite creates its run directories "
+        "(and scenario copies) inside it, as run --out (default runs/accuracy-<utc>).",
     ),
 ]
+ReportOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--report",
+        metavar="FILE",
+        help="Output: the report file (default docs/<suite>.md; one suite only; the accuracy "
+        "JSON goes beside it).",
+    ),
+]
+
+
+def _bench_outputs(
+    out_dir: Path | None, report: Path | None, old_runs: Path | None
+) -> tuple[Path | None, Path | None]:
+    """(report file, runs' parent) from the options and their old spellings: ``--runs DIR``
+    (now ``--out DIR``) and ``--out FILE.md`` (the report file, now ``--report FILE``). A
+    report is always markdown, so an --out ending in .md is an old script's report file."""
+    if out_dir is not None and out_dir.suffix == ".md":
+        report = renamed(report, out_dir, command="bench", was="--out FILE.md", now="--report")
+        out_dir = None
+    return report, renamed(out_dir, old_runs, command="bench", was="--runs", now="--out")
 
 
 @app.command()
@@ -217,22 +256,15 @@ def bench(
             "case name or scenario file fragment (repeatable)",
         ),
     ] = None,  # fmt: skip
-    out_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            metavar="FILE",
-            help="Output: the report file (default docs/<suite>.md; one suite only). Run "
-            "directories go to --runs.",
-        ),
-    ] = None,
+    report: ReportOpt = None,
+    out_dir: BenchOutOpt = None,
+    old_runs: Annotated[Path | None, old_spelling("--runs", "DIR")] = None,
     replications: Annotated[
         int | None,
         typer.Option(
             min=1, metavar="N", help="accuracy: replications per scenario (default 3; --quick 1)."
         ),
     ] = None,
-    runs: RunsOpt = None,
     reuse: ReuseOpt = False,
     report_only: ReportOnlyOpt = False,
     calibration: CalibrationOpt = "auto",
@@ -244,8 +276,14 @@ def bench(
 
     if suite not in ("performance", "accuracy", "all"):
         raise typer.BadParameter(f"--suite {suite!r}: choose performance, accuracy or all")
+    out_file, runs = _bench_outputs(out_dir, report, old_runs)
     if out_file is not None and suite == "all":
-        raise typer.BadParameter("--out names one report; use it with one --suite")
+        raise typer.BadParameter("--report names one report; use it with one --suite")
+    if runs is not None and suite == "performance":
+        raise typer.BadParameter(
+            "--out DIR is the parent of the accuracy suite's runs; the performance suite makes "
+            "none (its report file is --report FILE)"
+        )
     with json_output(as_json) as doc:
         doc.update(suite=suite, written=[], misses=[])
         if suite in ("performance", "all"):

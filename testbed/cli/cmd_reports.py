@@ -12,6 +12,7 @@ import typer
 from testbed.cli.app import HomeOpt, JsonOpt, SparkOpt, app, err, out, say, testbed_home
 from testbed.cli.cmd_run import ProfileOpt
 from testbed.cli.output import json_output
+from testbed.cli.renamed import old_spelling, renamed
 
 
 @app.command()
@@ -53,14 +54,16 @@ def compare(
         list[Path],
         typer.Argument(help="Run directories; the first is the baseline.", metavar="RUN_DIR..."),
     ],
-    out_dir: Annotated[
+    page_dir: Annotated[
         Path | None,
         typer.Option(
-            "--out",
+            "--page-dir",
             metavar="DIR",
-            help="Output: the directory compare.html, compare.md and compare.json go to.",
+            help="Output: the directory compare.html, compare.md and compare.json go to "
+            "(default: none written, the table only).",
         ),
     ] = None,
+    old_out: Annotated[Path | None, old_spelling("--out", "DIR")] = None,
     level: Annotated[
         float,
         typer.Option(min=0.5, max=0.999, metavar="P", help="Joint confidence of the intervals."),
@@ -72,6 +75,7 @@ def compare(
     of it, significant or not (docs/compare.md)."""
     from testbed.compare import compare_runs
 
+    out_dir = renamed(page_dir, old_out, command="compare", was="--out", now="--page-dir")
     with json_output(as_json) as doc:
         doc.update(compare_runs(run_dirs, out_dir, err, level=level, spark_master=spark_master))
 
@@ -105,7 +109,7 @@ def sweep(
             "--out",
             metavar="DIR",
             help="Output: the parent directory; the sweep creates a new sweep directory inside "
-            "it (as run --out).",
+            "it (as run --out and bench --out).",
         ),
     ] = Path("runs"),
     spark_master: SparkOpt = None,

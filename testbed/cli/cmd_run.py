@@ -34,7 +34,7 @@ OutOpt = Annotated[
         "--out",
         metavar="DIR",
         help="Output: the parent directory; the run creates a new run directory inside it "
-        "(what bench --runs is).",
+        "(as sweep --out and bench --out).",
     ),
 ]
 BackendOpt = Annotated[

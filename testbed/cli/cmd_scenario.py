@@ -13,6 +13,7 @@ import typer
 from testbed.cli import exit_codes
 from testbed.cli.app import HomeOpt, JsonOpt, app, err, out, progress, say, testbed_home
 from testbed.cli.output import json_output
+from testbed.cli.renamed import old_spelling, renamed
 from testbed.exceptions import ScenarioIssue
 
 
@@ -94,15 +95,17 @@ def predict(
             help="Worker processes simulating replications in parallel (as run --workers).",
         ),
     ] = None,
-    out_dir: Annotated[
+    run_dir: Annotated[
         Path | None,
         typer.Option(
-            "--out",
+            "--run-dir",
             metavar="DIR",
             help="Output: the run directory itself (a measured run's, or a new one), not its "
-            "parent; the prediction goes to DIR/predicted/.",
+            "parent; the prediction goes to DIR/predicted/ (default: a new "
+            "runs/<utc>-<scenario>-predicted).",
         ),
     ] = None,
+    old_out: Annotated[Path | None, old_spelling("--out", "DIR")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict a run from its scenario and a calibration profile only (never measurements)."""
@@ -110,6 +113,7 @@ def predict(
     from testbed.calibration.choice import profile_without_broker
     from testbed.core.scenario_loader import load_scenario
 
+    out_dir = renamed(run_dir, old_out, command="predict", was="--out", now="--run-dir")
     with json_output(as_json) as doc:
         s = load_scenario(scenario)
         choice = profile_without_broker(s, testbed_home(home), profile)

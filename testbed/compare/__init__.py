@@ -6,7 +6,7 @@
 - :mod:`.table`     — terminal and markdown tables
 - :mod:`.page`      — ``compare.html`` (overlaid CDFs, time plots, the table)
 
-Command line: ``python -m testbed.compare RUN_A RUN_B [...] [--out DIR] [--json]``
+Command line: ``python -m testbed.compare RUN_A RUN_B [...] [--page-dir DIR] [--json]``
 (see docs/compare.md).
 """
 

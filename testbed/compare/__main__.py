@@ -1,4 +1,4 @@
-"""``python -m testbed.compare RUN_A RUN_B [...] [--out DIR] [--json]``.
+"""``python -m testbed.compare RUN_A RUN_B [...] [--page-dir DIR] [--json]``.
 
 Exit codes (those of ``mqbed``): 0 compared (whatever the differences), 2 usage error, 3 bad
 input (fewer than two runs, a directory that is not a run, a run without measured data), 130
@@ -31,10 +31,10 @@ Runs of different scenarios are compared with a warning."""
 EPILOG = """\
 examples:
   python -m testbed.compare runs/20260101T000000Z-quickstart runs/20260102T000000Z-quickstart
-  python -m testbed.compare runs/A runs/B runs/C --out runs/compare-abc
+  python -m testbed.compare runs/A runs/B runs/C --page-dir runs/compare-abc
   python -m testbed.compare runs/A runs/B --json > comparison.json
 
---out DIR writes compare.html (overlaid latency CDFs, throughput, latency and queue depth
+--page-dir DIR writes compare.html (overlaid latency CDFs, throughput, latency and queue depth
 over time, the table), compare.md and compare.json. --json prints the JSON document on stdout;
 progress and the table go to stderr. Exit codes: 0 compared, 2 usage error, 3 bad input (not a
 run, no data), 130 interrupted."""
@@ -55,8 +55,13 @@ def parser() -> argparse.ArgumentParser:
         help="run directories; the first is the baseline",
     )
     p.add_argument(
-        "--out", type=Path, metavar="DIR", help="write compare.html, compare.md, compare.json here"
+        "--page-dir",
+        type=Path,
+        metavar="DIR",
+        help="write compare.html, compare.md, compare.json here",
     )
+    # the old spelling (`--out DIR` now means a parent directory everywhere): still accepted
+    p.add_argument("--out", type=Path, dest="old_out", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the JSON document on stdout")
     p.add_argument(
         "--level",
@@ -72,9 +77,15 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     console = Console(stderr=True)
+    if args.old_out is not None:
+        if args.page_dir is not None:
+            parser().error("--out is the old spelling of --page-dir: give --page-dir only")
+        deprecated = "python -m testbed.compare: --out is deprecated, use --page-dir"
+        console.print(deprecated, markup=False)
+        args.page_dir = args.old_out
     try:
         doc = compare_runs(
-            args.runs, args.out, console, level=args.level, spark_master=args.spark_master
+            args.runs, args.page_dir, console, level=args.level, spark_master=args.spark_master
         )
     except MqbedError as exc:
         console.print(f"error: {exc}", markup=False, style="red")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["environment", "cpu_model"]
+__all__ = ["environment", "cpu_model", "memory_bytes"]
 
 import os
 import platform
@@ -10,6 +10,8 @@ import socket
 import sys
 from importlib import metadata
 from typing import Any
+
+import psutil
 
 import testbed
 from testbed.observe.cpu_speed import loop_ms
@@ -40,7 +42,11 @@ def _version(dist: str) -> str | None:
 
 
 def cpu_model() -> str | None:
-    """The CPU's model name (``/proc/cpuinfo``; else what `platform` knows, or None)."""
+    """The CPU's model name (``/proc/cpuinfo``; else what `platform` knows, or None).
+
+    Read by hand on purpose: psutil, which gives the memory below, has no CPU model name (only
+    counts, frequencies and times), and `platform.processor()` is an empty string or the
+    architecture on Linux."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -51,13 +57,15 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def environment(**extra: Any) -> dict[str, Any]:
-    mem = None
+def memory_bytes() -> int | None:
+    """The machine's physical memory (psutil: MemTotal of /proc/meminfo on Linux)."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            mem = int(f.readline().split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+        return int(psutil.virtual_memory().total)
+    except (OSError, psutil.Error):
+        return None
+
+
+def environment(**extra: Any) -> dict[str, Any]:
     return {
         "mqbed": testbed.__version__,
         "python": sys.version.split()[0],
@@ -66,7 +74,7 @@ def environment(**extra: Any) -> dict[str, Any]:
             "name": socket.gethostname(),
             "cpus": os.cpu_count(),
             "cpu_model": cpu_model(),
-            "memory_bytes": mem,
+            "memory_bytes": memory_bytes(),
             "cpu_loop_ms": loop_ms(),  # this machine's speed now (testbed.observe.cpu_speed)
         },
         "packages": {p: _version(p) for p in _PACKAGES},

@@ -3,13 +3,16 @@
 The quickstart test runs what the README says — in ``compose/``, ``docker compose up -d`` then
 ``docker compose run --rm mqbed run SCENARIO`` — with the offline override (chosen by
 ``COMPOSE_FILE`` in the generated env file: no registry here), its own env file and project
-name, and a shortened quickstart scenario; then it checks the run directory's ledger
-(lost = 0) and that the compose Prometheus scraped the run's exporters.
+name, and a shortened quickstart scenario, with Locust's web UI (``--ui``, as the README says),
+which the host reaches on ``127.0.0.1:$MQBED_LOCUST_WEB_PORT`` while the run is on; then it
+checks the run directory's ledger (lost = 0) and that the compose Prometheus scraped the run's
+exporters.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -92,6 +95,28 @@ def _prometheus(port: str, promql: str) -> list[dict[str, Any]]:
     return result
 
 
+def _watch_locust_ui(port: str, seen: dict[str, Any], stop: threading.Event) -> threading.Thread:
+    """A thread asking Locust's web UI for its stats from the host until it answers running
+    (kept in ``seen``) or `stop` is set."""
+
+    def poll() -> None:
+        while not stop.is_set():
+            try:
+                url = f"http://127.0.0.1:{port}/stats/requests"
+                with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310
+                    stats = json.loads(resp.read())
+                if stats.get("state") == "running":
+                    seen.update(stats)
+                    return
+            except (OSError, ValueError):
+                pass
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_readme_quickstart_runs_through_compose(
     compose_v2: ComposeCLI, offline_images: dict[str, str], tmp_path: Path
 ) -> None:
@@ -108,12 +133,20 @@ def test_readme_quickstart_runs_through_compose(
         up = compose_v2.run(*base, "up", "-d", timeout=240, cwd=COMPOSE_DIR)
         assert up.returncode == 0, up.stderr[-3000:]
         t_up = time.monotonic() - t0
-        run = compose_v2.run(
-            *base, "run", "--rm", "mqbed", "run", "runs/quickstart-compose.yaml",
-            "--calibration", "cached",  # the compose machinery is tested here, not accuracy
-            timeout=420, cwd=COMPOSE_DIR,
-        )  # fmt: skip
+        ui_stats: dict[str, Any] = {}
+        stop = threading.Event()
+        watcher = _watch_locust_ui(env["MQBED_LOCUST_WEB_PORT"], ui_stats, stop)
+        try:
+            run = compose_v2.run(
+                *base, "run", "--rm", "mqbed", "run", "runs/quickstart-compose.yaml", "--ui",
+                "--calibration", "cached",  # the compose machinery is tested here, not accuracy
+                timeout=420, cwd=COMPOSE_DIR,
+            )  # fmt: skip
+        finally:
+            stop.set()
+            watcher.join(timeout=10)
         assert run.returncode == 0, f"{run.stdout[-2000:]}\n{run.stderr[-4000:]}"
+        assert ui_stats.get("state") == "running", "the host never reached Locust's web UI"
         t_total = time.monotonic() - t0
         (run_dir,) = [p for p in runs.iterdir() if p.name.endswith("-quickstart-compose")]
         ledger = json.loads((run_dir / "measured" / "ledger.json").read_text())

@@ -105,10 +105,10 @@ def _recalibrate_and_predict(run_dir: Path, kind: str, home: Path, profile: Path
     and the same run predicted again with it, into ``run_dir/predicted``."""
     runner = CliRunner()
     cal = ["calibrate", "--broker", kind, "--client-path-only", "--home", str(home)]
-    result = runner.invoke(app, [*cal, "--out", str(profile)])
+    result = runner.invoke(app, [*cal, "--profile-out", str(profile)])
     assert result.exit_code == 0, result.output
     pred = ["predict", str(run_dir / "scenario.yaml"), "--profile", str(profile)]
-    result = runner.invoke(app, [*pred, "--out", str(run_dir), "--home", str(home)])
+    result = runner.invoke(app, [*pred, "--run-dir", str(run_dir), "--home", str(home)])
     assert result.exit_code == 0, result.output
 
 

@@ -25,7 +25,7 @@ pytestmark = [
 
 def test_bench_quick_writes_every_section(tmp_path: Path) -> None:
     out = tmp_path / "performance.md"
-    result = CliRunner().invoke(app, ["bench", "--quick", "--out", str(out), "--json"])
+    result = CliRunner().invoke(app, ["bench", "--quick", "--report", str(out), "--json"])
     assert result.exit_code == 0, result.output + (out.read_text() if out.exists() else "")
     text = out.read_text()
     for name in ("workload", "simulator", "fault-proxy", "correlation"):
@@ -60,9 +60,9 @@ def test_accuracy_quick_runs_a_case_through_the_whole_pipeline(
     out = tmp_path / "accuracy.md"
     home = local_backend.home  # type: ignore[attr-defined]
     only = "quickstart [rabbitmq]"
-    quick = ["bench", "--suite", "accuracy", "--quick", "--only", only, "--out", str(out)]
+    quick = ["bench", "--suite", "accuracy", "--quick", "--only", only, "--report", str(out)]
     quick += ["--calibration", "shipped"]  # the machinery, not the numbers: no calibration run
-    quick += ["--home", str(home), "--runs", str(tmp_path / "runs")]
+    quick += ["--home", str(home), "--out", str(tmp_path / "runs")]
     # one Spark driver for both invocations below (the `spark` fixture, which build_report
     # reuses): a second JVM start and cold analysis cost ~40 s on a busy machine, test nothing
     _judge_and_rejudge(quick, out, tmp_path, only)

@@ -82,7 +82,7 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     out, home = tmp_path / "activemq-here.yaml", tmp_path / "home"
     done = subprocess.run(
         [str(mqbed), "calibrate", "--broker", "activemq", "--client-path-only", "--quick",
-         "--home", str(home), "--out", str(out), "--json"],
+         "--home", str(home), "--profile-out", str(out), "--json"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

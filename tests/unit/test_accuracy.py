@@ -88,9 +88,9 @@ def test_bench_refuses_an_unknown_suite_and_one_out_for_two_reports() -> None:
     bad = CliRunner().invoke(app, ["bench", "--suite", "speed"])
     assert bad.exit_code != 0
     assert "--suite 'speed': choose performance, accuracy or all" in bad.output
-    both = CliRunner().invoke(app, ["bench", "--suite", "all", "--out", "x.md"])
+    both = CliRunner().invoke(app, ["bench", "--suite", "all", "--report", "x.md"])
     assert both.exit_code != 0
-    assert "--out names one report; use it with one --suite" in both.output
+    assert "--report names one report; use it with one --suite" in both.output
 
 
 def test_every_case_runs_on_rabbitmq_the_library_on_activemq_and_kombu_once() -> None:

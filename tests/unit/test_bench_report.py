@@ -131,7 +131,7 @@ def test_json_gives_the_same_figures_as_the_report(
 ) -> None:
     _stand_ins(tmp_path, monkeypatch)
     out = tmp_path / "p.md"
-    result = CliRunner().invoke(app, ["bench", "--out", str(out), "--json"])
+    result = CliRunner().invoke(app, ["bench", "--report", str(out), "--json"])
     doc = json.loads(result.stdout)  # one document, nothing around it
     assert result.exit_code != 0 and doc["ok"] is False and "fault-proxy" in doc["error"]
     perf = doc["performance"]

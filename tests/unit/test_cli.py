@@ -117,6 +117,7 @@ def _fake_run(tmp_path: Path, lost: int) -> Any:
         (run_dir / "measured").mkdir(parents=True)
         (run_dir / "measured" / "ledger.json").write_text(json.dumps({"sent": 50, "lost": lost}))
         assert kw["overrides"].rate == "20/s" and kw["overrides"].duration == "2s"
+        assert kw["profile"] == tmp_path / "given-profile.yaml"  # run --profile FILE
         return SimpleNamespace(run_dir=run_dir, interrupted=False, ledgers=[])
 
     return run_scenario
@@ -130,7 +131,8 @@ def test_run_json_judges_thresholds_and_exits_6_on_a_miss(
     f = tmp_path / "s.yaml"
     f.write_text(SCENARIO)
     monkeypatch.setattr(testbed.run, "run_scenario", _fake_run(tmp_path, lost=3))
-    args = ["run", str(f), "--json", "--no-report", "--rate", "20/s", "-t", "2s"]
+    args = ["run", str(f), "--json", "--no-report", "--rate", "20/s", "-t", "2s",
+            "--profile", str(tmp_path / "given-profile.yaml")]  # fmt: skip
     result = invoke(*args, "--threshold", "sent >= 50", "--home", str(tmp_path / "h"))
     doc = one_document(result)
     assert result.exit_code == 6 and "noise from the run" in result.stderr
@@ -172,9 +174,9 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: print("x") or perf_doc)
     monkeypatch.setattr(testbed.accuracy, "run_accuracy", lambda t, **kw: t)
     monkeypatch.setattr(testbed.accuracy, "accuracy_misses", lambda p: ["quickstart: p95"])
-    perf = one_document(invoke("bench", "--out", str(tmp_path / "p.md"), "--json"))
+    perf = one_document(invoke("bench", "--report", str(tmp_path / "p.md"), "--json"))
     assert perf["written"] == [str(tmp_path / "p.md")] and perf["performance"] == perf_doc
-    result = invoke("bench", "--suite", "accuracy", "--out", str(tmp_path / "a.md"), "--json")
+    result = invoke("bench", "--suite", "accuracy", "--report", str(tmp_path / "a.md"), "--json")
     assert result.exit_code == 5 and one_document(result)["misses"] == ["quickstart: p95"]
 
     fit = [SimpleNamespace(point="publish", n=100, ks=0.04)]
@@ -183,7 +185,8 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     write_profile(prof, tmp_path / "p.yaml")
     monkeypatch.setattr(testbed.calibrate, "calibrate_machine",
                         lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(fit=fit)))  # fmt: skip
-    doc = one_document(invoke("calibrate", "--broker", "rabbitmq", "--quick", "--json"))
+    quick = ["calibrate", "--broker", "rabbitmq", "--quick", "--json"]
+    doc = one_document(invoke(*quick, "--profile-out", str(tmp_path / "q.yaml")))
     assert doc["profile"] == str(tmp_path / "p.yaml") and doc["fit"][0]["ks"] == 0.04
     assert doc["restart_time"]["mean"] == 7.5 and doc["restart_time"]["samples"] == 2
 
@@ -219,24 +222,81 @@ def test_compare_is_wired_and_refuses_a_directory_that_is_no_run(tmp_path: Path)
 
 
 def test_out_says_what_it_names_in_every_command() -> None:
-    """Each command's --out help starts with "Output:" and says directory, run directory or file."""
-    from typer.testing import CliRunner
-
-    from testbed.cli.app import app as cli_app
-
+    """`--out DIR` is the parent directory of a new result wherever it is (run, sweep, bench);
+    outputs of another kind have their own option, whose help says what it names; the old
+    spellings are hidden from --help."""
     expect = {
-        "run": "parent directory",
-        "sweep": "parent directory",
-        "predict": "run directory itself",
-        "calibrate": "profile YAML file",
-        "bench": "report file",
-        "compare": "directory compare.html",
+        "run": [("--out DIR", "parent directory")],
+        "sweep": [("--out DIR", "parent directory")],
+        "bench": [("--out DIR", "parent directory"), ("--report FILE", "report file")],
+        "predict": [("--run-dir DIR", "run directory itself")],
+        "calibrate": [("--profile-out FILE", "profile YAML file")],
+        "compare": [("--page-dir DIR", "directory compare.html")],
     }
-    for command, kind in expect.items():
-        result = CliRunner().invoke(cli_app, [command, "--help"], env={"COLUMNS": "400"})
+    for command, options in expect.items():
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"})
         text = " ".join(result.output.split())
-        assert result.exit_code == 0 and "--out" in text, command
-        assert f"Output: the {kind}" in text, (command, text[text.find("--out") :][:200])
+        assert result.exit_code == 0, command
+        for option, kind in options:
+            shown = text[text.find(option) :][:200]
+            assert f"{option} Output: the {kind}" in text, (command, shown)
+        if all(option != "--out DIR" for option, _ in options):
+            assert "--out " not in text, (command, "an old spelling is shown")
+        assert "--runs" not in text and "Deprecated" not in text, command
+
+
+def test_old_spellings_still_work_and_name_their_replacement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scripts written before the renaming keep working: each old spelling reaches the same
+    parameter and prints one line on stderr naming the option that replaces it."""
+    import testbed.accuracy
+    import testbed.bench
+    import testbed.compare
+
+    _calibration_without_broker(monkeypatch)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(testbed.compare, "compare_runs", lambda runs, out, *a, **kw: seen.update(
+        compare=out) or {})  # fmt: skip
+    monkeypatch.setattr(testbed.bench, "run_benchmarks", lambda t, **kw: {"failed": []})
+    monkeypatch.setattr(testbed.accuracy, "accuracy_misses", lambda p: [])
+
+    def run_accuracy(target: Path, **kw: Any) -> Path:
+        seen.update(report=target, runs=kw["runs_dir"])
+        return target
+
+    monkeypatch.setattr(testbed.accuracy, "run_accuracy", run_accuracy)
+    f = tmp_path / "s.yaml"
+    f.write_text(SCENARIO)
+    home = ["--home", str(tmp_path / "h")]
+    cases = [
+        (["predict", str(f), "--out", str(tmp_path / "p")], "predict: --out", "--run-dir"),
+        (["calibrate", "--broker", "rabbitmq", "--client-path-only", *home,
+          "--out", str(tmp_path / "c.yaml")], "calibrate: --out", "--profile-out"),
+        (["compare", "a", "b", "--out", str(tmp_path / "cmp")], "compare: --out", "--page-dir"),
+        (["bench", "--suite", "accuracy", "--runs", str(tmp_path / "r"), "--out",
+          str(tmp_path / "a.md")], "bench: --runs", "--out"),
+    ]  # fmt: skip
+    for args, was, now in cases:
+        result = invoke(*args)
+        assert result.exit_code == 0, (args, result.output)
+        lines = [x for x in result.stderr.splitlines() if "deprecated" in x]
+        assert f"mqbed {was} is deprecated, use {now}" in lines, (args, result.stderr)
+    assert "bench: --out FILE.md is deprecated, use --report" in result.stderr
+    assert (tmp_path / "p" / "predicted" / "summary.json").is_file()
+    assert (tmp_path / "c.yaml").is_file()
+    assert seen == {
+        "compare": tmp_path / "cmp",
+        "report": tmp_path / "a.md",
+        "runs": tmp_path / "r",
+    }
+    both = invoke("predict", str(f), "--out", "x", "--run-dir", "y")
+    assert both.exit_code == 2 and "give --run-dir only" in both.output
+    # the new spellings: bench --out DIR is the runs' parent, --report the report file
+    new = invoke("bench", "--suite", "accuracy", "--out", str(tmp_path / "n"), "--report", "b.md")
+    assert new.exit_code == 0 and "deprecated" not in new.stderr, new.output
+    assert seen["runs"] == tmp_path / "n" and seen["report"] == Path("b.md")
+    assert invoke("bench", "--out", str(tmp_path / "n")).exit_code == 2  # performance: no runs
 
 
 def test_calibration_module_has_help_and_never_defaults_to_a_shipped_profile() -> None:
@@ -262,3 +322,59 @@ def test_library_warnings_stay_off_the_terminal(capfd: Any, monkeypatch: Any) ->
     logging.getLogger("testbed.probe").warning("our own warning")
     stderr = capfd.readouterr().err
     assert "could not connect" not in stderr and "our own warning" in stderr
+
+
+def _calibration_without_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mqbed calibrate`'s own code with the broker and the measurement replaced: a broker that
+    `mqbed up` started (not ours, so no restart is measured) and the shipped client path."""
+    import contextlib
+
+    import testbed.calibrate
+    from testbed.core.profile import load_profile
+
+    shipped = load_profile(REPO / "deploy" / "calibration" / "rabbitmq-local.yaml").client_path
+
+    @contextlib.contextmanager
+    def provisioned(scenario: Any, home: Path, run_id: str) -> Any:
+        yield SimpleNamespace(version="3.10.8", pid=None, name="rabbit"), None
+
+    monkeypatch.setattr(testbed.calibrate, "provisioned", provisioned)
+    monkeypatch.setattr(testbed.calibrate, "measure_client_path", lambda *a, **kw: shipped)
+
+
+def test_calibrate_writes_the_machine_cache_by_default_and_refuses_a_quick_one_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an output file the profile goes to this machine's cache (the file `run
+    --calibration auto|cached` predicts with), never under deploy/calibration/; a --quick
+    smoke profile without one is a usage error, and nothing is written."""
+    from testbed.calibration.machine import cache_path
+
+    _calibration_without_broker(monkeypatch)
+    shipped = {p: p.read_bytes() for p in (REPO / "deploy" / "calibration").rglob("*.yaml")}
+    home = tmp_path / "home"
+    quick = invoke("calibrate", "--broker", "rabbitmq", "--quick", "--home", str(home))
+    assert quick.exit_code == 2 and "quick calibration is a smoke test" in quick.output
+    assert not home.exists() or list(home.rglob("*.yaml")) == []
+    result = invoke("calibrate", "--broker", "rabbitmq", "--client-path-only", "--json",
+                    "--home", str(home))  # fmt: skip
+    target = Path(one_document(result)["profile"])
+    assert result.exit_code == 0 and target == cache_path(home, "rabbitmq", "3.10.8", "pika")
+    assert target.is_file() and (REPO / "deploy") not in target.parents
+    assert {p: p.read_bytes() for p in (REPO / "deploy" / "calibration").rglob("*.yaml")} == shipped
+
+
+def test_readme_command_block_shows_every_command_and_its_json() -> None:
+    """The README's "Command line" block has a line for every command of the app, and the
+    `--json` paragraph names every command that takes --json."""
+    import typer.main
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Command line\n\n```\n", 1)[1].split("```", 1)[0]
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert set(commands) == set(COMMANDS)
+    missing = [name for name in commands if not re.search(rf"^mqbed {name}\b", block, re.M)]
+    assert missing == [], f"not in the README's command block: {missing}"
+    listed = " ".join(readme.split("Every command takes `--json`", 1)[1].split(":", 1)[0].split())
+    json_commands = [n for n, c in commands.items() if any("--json" in p.opts for p in c.params)]
+    assert [n for n in json_commands if f"`{n}`" not in listed] == [], listed

@@ -21,7 +21,7 @@ def test_help_names_the_arguments_methods_and_exit_codes() -> None:
     ).stdout
     for text in (
         "RUN_DIR",
-        "--out DIR",
+        "--page-dir DIR",
         "--json",
         "--level",
         "baseline",

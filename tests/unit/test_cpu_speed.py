@@ -59,3 +59,15 @@ def test_the_run_environment_records_the_machine_speed() -> None:
     env = environment()
     assert env["host"]["cpu_loop_ms"] > 0
     assert time.monotonic() - t0 < 2.0  # cheap enough to take at every run start
+
+
+def test_the_run_environment_records_the_machines_memory_and_cpu_model() -> None:
+    """psutil gives the memory (/proc/meminfo's MemTotal, in bytes); the CPU model, which
+    psutil does not know, is still read from /proc/cpuinfo."""
+    host = environment()["host"]
+    with open("/proc/meminfo", encoding="ascii") as f:
+        total = next(line for line in f if line.startswith("MemTotal:"))
+    assert host["memory_bytes"] == int(total.split()[1]) * 1024
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        models = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    assert host["cpu_model"] == (models[0] if models else host["cpu_model"])

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 __all__ = ["check_scenario"]
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from testbed.core.broker_kinds import KINDS, client_mismatch
-from testbed.core.load import offered_load
 from testbed.core.routing import valid_topic_pattern
 from testbed.core.scenario import (
     ClosedArrival,
@@ -29,6 +27,7 @@ from testbed.core.scenario_faults import (
     NetworkFault,
     StochasticFault,
 )
+from testbed.core.scenario_stability import check_stability
 from testbed.core.scenario_transient import check_transient
 from testbed.core.suggest import did_you_mean
 from testbed.core.trace_file import TraceError, read_trace
@@ -124,7 +123,7 @@ def check_scenario(
     check_autoscaling(c, s)
     check_transient(c, s)
     check_bounds(c, s)
-    _check_stability(c, s)
+    check_stability(c, s, data)
     _check_thresholds(c, s)
     return c.issues
 
@@ -279,37 +278,6 @@ def _check_faults(c: _Collector, s: Scenario) -> None:
             and ((fault.jitter or 0) > (fault.latency or 0))
         ):
             c.warn(fp + ("jitter",), "jitter larger than latency is clipped at zero delay")
-
-
-def _check_stability(c: _Collector, s: Scenario) -> None:
-    """Unless `overload: true` (or there are errors already): warn on every queue whose offered
-    load reaches its consumers' capacity (ρ ≥ 1)."""
-    if not any(i.severity == "error" for i in c.issues) and not s.overload:
-        for qname, load in offered_load(s).items():
-            if load.utilisation >= 1.0:
-                path = _queue_path(s, qname)
-                detail = (
-                    f"no consumer reads it at {load.arrival_rate:.4g} msg/s"
-                    if load.consumers == 0
-                    else f"in order: {load.arrival_rate:.4g}/s × {load.mean_service:.4g} s "
-                    f"service + {load.attempt_rate - load.arrival_rate:.4g}/s failed attempts "
-                    f"× {load.hold_s:.4g} s holding the line, one consumer at a time"
-                    if load.hold_s
-                    else f"λ = {load.attempt_rate:.4g}/s, {load.consumers} consumers × "
-                    f"{1 / load.mean_service if load.mean_service else math.inf:.4g}/s"
-                )
-                c.warn(
-                    path,
-                    f"queue {qname!r} is unstable: utilisation ρ = {load.utilisation:.3g} "
-                    f"≥ 1 ({detail}); set 'overload: true' if this is an overload experiment",
-                )
-
-
-def _queue_path(s: Scenario, queue: str) -> Path_:
-    for i, q in enumerate(s.topology.queues):
-        if q.name == queue:
-            return ("topology", "queues", i, "name")
-    return ("topology",)
 
 
 def _load_trace(c: _Collector, arr: TraceArrival, path: Path_, base_dir: Path) -> None:

@@ -86,6 +86,35 @@ def test_bare_service_time_mean_is_an_error_on_its_own_line() -> None:
     assert "'5ms' or '5s'" in issue.message
 
 
+def test_instability_warning_sits_on_the_service_time_and_names_the_rate_line() -> None:
+    """It was pinned to ``topology.queues[0].name`` (line 6), which drives nothing."""
+    text = BASE.replace("arrival: 10/s", "arrival: 10000/s")  # 20,000/s against 2 × 200/s
+    issue = _one(text, "consumers[0].service_time.mean", "warning")
+    assert issue.line == 18
+    assert "queue 'work' is unstable: utilisation ρ = 50 ≥ 1" in issue.message
+    assert "arrivals from producers[0].arrival (s.yaml:12)" in issue.message
+    assert "did you mean" not in issue.message  # '5ms' has its unit
+    assert str(issue).startswith("s.yaml:18: consumers[0].service_time.mean: warning: ")
+
+
+def test_instability_warning_suggests_ms_for_a_bare_service_time() -> None:
+    text = BASE.replace("mean: 5ms", "mean: 5")  # an error of its own, and ρ = 50
+    issue = _one(text, "consumers[0].service_time.mean", "warning")
+    assert issue.line == 18
+    assert "a bare 5 is 5 s; did you mean 5ms?" in issue.message
+    assert "(or set 'overload: true' if this is an overload experiment)" in issue.message
+
+
+def test_instability_warning_names_the_arrival_rate_when_nothing_reads_the_queue() -> None:
+    zero = BASE.replace("count: 2\n    prefetch", "count: 0\n    prefetch")
+    assert _one(zero, "consumers[0].count", "warning").line == 16
+    alone = BASE[: BASE.index("consumers:")].replace(
+        "arrival: 10/s", "arrival:\n      kind: constant\n      rate: 10/s"
+    )
+    issue = _one(alone, "producers[0].arrival.rate", "warning")
+    assert issue.line == 14 and "no consumer reads it at 20 msg/s" in issue.message
+
+
 def test_bare_zero_and_bare_run_durations_stay_valid() -> None:
     text = BASE.replace("mean: 5ms}", "mean: 5ms}\n    start: 0").replace("60s", "60")
     scenario, issues = _issues(text.replace("{kind: exponential, mean: 5ms}", "0"))

@@ -197,7 +197,7 @@ def test_unstable_configuration_warns_with_utilisation() -> None:
     warns = [i for i in issues if i.severity == "warning"]
     assert len(warns) == 1
     assert "utilisation ρ = 1.25" in warns[0].message and "overload: true" in warns[0].message
-    assert warns[0].path == "topology.queues[0].name"
+    assert warns[0].path == "consumers[0].service_time.mean"  # the field, not the queue
     marked = parse_scenario(doc + "overload: true\n", "s.yaml")[1]
     assert [i for i in marked if i.severity == "warning"] == []
 

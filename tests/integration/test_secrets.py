@@ -4,8 +4,10 @@ Two short `mqbed run`s (the CLI in a child process, like a user): one against th
 `mqbed up` broker, one against the same broker through the external backend with the
 credentials in the scenario's URL, served by an external Locust worker that takes them from its
 own ``$MQBED_BROKER_URLS`` (compose's path). Every byte of every file under the run directory is
-searched for the password; the Locust processes' credentials file must be mode 0600, outside
-the run directory, and gone when the run ends. (Assertions are written so that a failure lists
+searched for the password, each run's report (``report.html``, ``summary.md``, ``analysis/``)
+included, and so is every log under the testbed homes (the brokers' logs, ``epmd.log``, a run
+home's logs); the Locust processes' credentials file must be mode 0600, outside the run
+directory, and gone when the run ends. (Assertions are written so that a failure lists
 file names, never the password.)
 """
 
@@ -73,18 +75,31 @@ def files_holding(root: Path, secret: bytes) -> list[str]:
             if p.is_file() and secret in p.read_bytes()]  # fmt: skip
 
 
+def home_logs(home: Path) -> list[Path]:
+    """The log files under a testbed home: ``*.log*`` and whatever is in a ``log`` directory."""
+    return [p for p in sorted(home.rglob("*")) if p.is_file()
+            and (".log" in p.name or "log" in p.relative_to(home).parts[:-1])]  # fmt: skip
+
+
+def logs_holding(homes: list[Path], secret: bytes) -> list[str]:
+    return [str(p) for home in homes for p in home_logs(home) if secret in p.read_bytes()]
+
+
 def test_run_on_up_brokers_keeps_the_password_out(
     tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
 ) -> None:
     (tmp_path / "s.yaml").write_text(SCENARIO.format(urls=""))
     home, runs = local_backend.home, tmp_path / "runs"
-    proc = mqbed("run", "s.yaml", "--no-predict", "--no-report", "--workers", "2",
+    proc = mqbed("run", "s.yaml", "--no-predict", "--workers", "2",
                  "--home", str(home), "--out", str(runs), cwd=tmp_path)  # fmt: skip
-    output, modes = watch_run(proc, home, 300)
+    output, modes = watch_run(proc, home, 900)  # the run, then its report
     assert proc.returncode == 0, output.decode(errors="replace")
     (run_dir,) = runs.iterdir()
+    assert (run_dir / "report.html").exists() and (run_dir / "summary.md").exists()
     secret = rabbitmq.password.encode()
-    assert files_holding(run_dir, secret) == []
+    assert files_holding(run_dir, secret) == []  # the report included
+    assert any(p.name.endswith(".log") for p in home_logs(home))  # the broker's own log
+    assert logs_holding([home], secret) == []
     config = json.loads((run_dir / "worker-config.r0.json").read_text())["endpoint"]
     assert (config["username"], config["password"]) == (rabbitmq.username, "***")
     leaked = secret in output  # (a boolean: a failure must not print the password)
@@ -131,6 +146,7 @@ def test_external_urls_are_redacted_everywhere(
     secret = rabbitmq.password.encode()
     assert files_holding(run_dir, secret) == []
     assert files_holding(runs, secret) == []  # the rendezvous directory included
+    assert logs_holding([home, local_backend.home], secret) == []  # the run's, the broker's
     leaked = secret in output + report_output + served
     assert not leaked
     assert modes == {0o600}

@@ -3,8 +3,10 @@
 Two short `mqbed run`s (the CLI in a child process, like a user): one against the session's
 `mqbed up` broker, one against the same broker through the external backend with the
 credentials in the scenario's URL, served by an external Locust worker that takes them from its
-own ``$MQBED_BROKER_URLS`` (compose's path). Every byte of every file under the run directory is
-searched for the password, each run's report (``report.html``, ``summary.md``, ``analysis/``)
+own ``$MQBED_BROKER_URLS`` (compose's path). Both runs pass ``--no-report``; one
+``mqbed report`` then builds both reports in one Spark JVM (building the up-broker run's report
+inside its `mqbed run` added 66 s, measured). Every byte of every file under each run directory
+is searched for the password, its report (``report.html``, ``summary.md``, ``analysis/``)
 included, and so is every log under the testbed homes (the brokers' logs, ``epmd.log``, a run
 home's logs); the Locust processes' credentials file must be mode 0600, outside the run
 directory, and gone when the run ends. (Assertions are written so that a failure lists
@@ -20,6 +22,7 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,7 +30,7 @@ import pytest
 from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secrets")]  # one up_run
 
 SCENARIO = """\
 name: secrets
@@ -85,19 +88,36 @@ def logs_holding(homes: list[Path], secret: bytes) -> list[str]:
     return [str(p) for home in homes for p in home_logs(home) if secret in p.read_bytes()]
 
 
-def test_run_on_up_brokers_keeps_the_password_out(
-    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
-) -> None:
-    (tmp_path / "s.yaml").write_text(SCENARIO.format(urls=""))
-    home, runs = local_backend.home, tmp_path / "runs"
-    proc = mqbed("run", "s.yaml", "--no-predict", "--workers", "2",
-                 "--home", str(home), "--out", str(runs), cwd=tmp_path)  # fmt: skip
-    output, modes = watch_run(proc, home, 900)  # the run, then its report
+@dataclass
+class UpRun:
+    run_dir: Path
+    output: bytes
+    modes: set[int]
+
+
+@pytest.fixture(scope="module")
+def up_run(
+    tmp_path_factory: pytest.TempPathFactory, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> UpRun:
+    """The run on the session's `mqbed up` broker; its report is built with the external
+    run's (`test_external_urls_are_redacted_everywhere`)."""
+    cwd = tmp_path_factory.mktemp("secrets-up")
+    (cwd / "s.yaml").write_text(SCENARIO.format(urls=""))
+    home, runs = local_backend.home, cwd / "runs"
+    proc = mqbed("run", "s.yaml", "--no-predict", "--no-report", "--workers", "2",
+                 "--home", str(home), "--out", str(runs), cwd=cwd)  # fmt: skip
+    output, modes = watch_run(proc, home, 300)
     assert proc.returncode == 0, output.decode(errors="replace")
     (run_dir,) = runs.iterdir()
-    assert (run_dir / "report.html").exists() and (run_dir / "summary.md").exists()
+    return UpRun(run_dir, output, modes)
+
+
+def test_run_on_up_brokers_keeps_the_password_out(
+    up_run: UpRun, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+) -> None:
+    home, run_dir, output, modes = local_backend.home, up_run.run_dir, up_run.output, up_run.modes
     secret = rabbitmq.password.encode()
-    assert files_holding(run_dir, secret) == []  # the report included
+    assert files_holding(run_dir, secret) == []
     assert any(p.name.endswith(".log") for p in home_logs(home))  # the broker's own log
     assert logs_holding([home], secret) == []
     config = json.loads((run_dir / "worker-config.r0.json").read_text())["endpoint"]
@@ -109,7 +129,7 @@ def test_run_on_up_brokers_keeps_the_password_out(
 
 
 def test_external_urls_are_redacted_everywhere(
-    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint
+    tmp_path: Path, local_backend: LocalBackend, rabbitmq: BrokerEndpoint, up_run: UpRun
 ) -> None:
     url = f"amqp://{rabbitmq.username}:{rabbitmq.password}@127.0.0.1:{rabbitmq.port}/"
     urls = f"  backend: external\n  urls: ['{url}', '{rabbitmq.management_url}']"
@@ -136,16 +156,18 @@ def test_external_urls_are_redacted_everywhere(
     assert b"worker 1 for" in served, served
     run_dir = next(p for p in runs.iterdir() if not p.name.startswith("."))
     assert (run_dir / "measured" / "locust" / "r0-worker1.log").exists()
-    report = mqbed("report", str(run_dir), cwd=tmp_path)
+    report = mqbed("report", str(run_dir), str(up_run.run_dir), cwd=tmp_path)  # both runs
     report_output, _ = report.communicate(timeout=900)
     assert report.returncode == 0, report_output.decode(errors="replace")
-    assert (run_dir / "report.html").exists() and (run_dir / "summary.md").exists()
+    for reported in (run_dir, up_run.run_dir):
+        assert (reported / "report.html").exists() and (reported / "summary.md").exists()
     redacted = f"amqp://{rabbitmq.username}:***@127.0.0.1:{rabbitmq.port}/"
     shown = [redacted in (run_dir / f).read_text() for f in ("scenario.yaml", "report.html")]
     assert shown == [True, True]  # the URL is still there, its password masked
     secret = rabbitmq.password.encode()
     assert files_holding(run_dir, secret) == []
     assert files_holding(runs, secret) == []  # the rendezvous directory included
+    assert files_holding(up_run.run_dir, secret) == []  # the up-broker run, now reported
     assert logs_holding([home, local_backend.home], secret) == []  # the run's, the broker's
     leaked = secret in output + report_output + served
     assert not leaked

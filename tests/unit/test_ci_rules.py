@@ -329,3 +329,21 @@ def test_make_test_phases_split_off_the_gate_and_each_checks_its_share(tmp_path:
     assert lost.returncode != 0 and "fewer than the 2" in lost.stdout + lost.stderr
     shrunk = run_pytest(proj, MQBED_GATE_PHASE="defer")  # 2 plain tests, 3 - 2 = 1 needed: ok
     assert shrunk.returncode == 0, shrunk.stdout
+
+
+FLOOR_SLACK = 20
+"""Tests that may be added before the floor must follow (a floor far below the count lets as
+many tests vanish unnoticed: it once sat 123 below, at 1168 against 1291)."""
+
+
+def test_the_floor_follows_the_suite() -> None:
+    """tests/collected-minimum.txt is at most FLOOR_SLACK below what the suite collects now,
+    per ``make test`` phase (the gate's share exactly: it is two or three live tests)."""
+    floor = [int(x) for x in (ROOT / "tests" / "collected-minimum.txt").read_text().split()]
+    counts = []
+    for phase in ("defer", "only"):
+        run = run_pytest(ROOT, "--collect-only", MQBED_GATE_PHASE=phase)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+        counts.append(int(run.stdout.strip().splitlines()[-1].split("/")[0]))
+    assert 0 <= counts[0] - (floor[0] - floor[1]) <= FLOOR_SLACK, (counts, floor)
+    assert counts[1] == floor[1], (counts, floor)

@@ -11,6 +11,9 @@ SCENARIO ?= workloads/scenarios/quickstart.yaml
 # tests/docker stays in one worker (one private dockerd). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+# PYTEST_ADDOPTS unset: no environment may add --noconftest or -p no:tests.ci_rules (the suite's
+# rules, tests/ci_rules.py) to the targets' pytest runs.
+PYTEST := env -u PYTEST_ADDOPTS $(BIN)/pytest
 
 .PHONY: setup system venv run test lint unit clean
 
@@ -37,11 +40,11 @@ lint: venv
 	$(BIN)/lint-imports
 
 test: setup lint
-	MQBED_GATE_PHASE=defer $(BIN)/pytest $(PYTEST_PARALLEL) --durations=60
-	MQBED_GATE_PHASE=only $(BIN)/pytest --durations=5
+	MQBED_GATE_PHASE=defer $(PYTEST) $(PYTEST_PARALLEL) --durations=60
+	MQBED_GATE_PHASE=only $(PYTEST) --durations=5
 
 unit: venv
-	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit
+	$(PYTEST) $(PYTEST_PARALLEL) tests/unit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -17,6 +17,25 @@ from tests.integration.live import run_quietly
 pytestmark = pytest.mark.integration
 
 
+def assert_steps_sent_exactly(
+    measured: Path, steps: list[tuple[float, float]], duration: float, sent: int
+) -> None:
+    """A ``steps`` arrival with ``process: constant`` sends the k-th message at Λ⁻¹(k + phase)
+    (phase in [0, 1)), every scheduled time in [0, duration) even when late: each step sends
+    rate × span messages, give or take the one the phase moves across its edge, and the run
+    rate × span summed over steps exactly when that sum is whole (as here). `steps`: (at, rate)."""
+    ends = [at for at, _ in steps[1:]] + [duration]
+    spans = [(at, end, rate * (end - at)) for (at, rate), end in zip(steps, ends, strict=True)]
+    expected = sum(n for _, _, n in spans)
+    assert expected == int(expected)  # the scenarios below are chosen so
+    assert sent == expected, (sent, spans)
+    intended = pq.read_table(measured / "messages.parquet").column("t_intended").to_pylist()
+    assert len(intended) == sent and min(intended) >= 0 and max(intended) < duration
+    for at, end, n in spans:
+        got = sum(at <= t < end for t in intended)
+        assert abs(got - n) <= 1, (at, end, got, n)
+
+
 @pytest.fixture
 def broker(request: pytest.FixtureRequest) -> BrokerEndpoint:
     return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
@@ -88,7 +107,8 @@ def test_scale_up_drain_scale_down_loses_nothing(
     assert max(r["consumers"] for r in jobs) >= 3
     assert jobs[-1]["depth_ready"] + jobs[-1]["depth_unacked"] == 0
     ledger = json.loads((measured / "ledger.json").read_text())
-    assert ledger["sent"] > 1500
+    # 300/s for 6 s then 20/s to the end of the 20 s: 1800 + 280
+    assert_steps_sent_exactly(measured, [(0.0, 300.0), (6.0, 20.0)], 20.0, ledger["sent"])
     assert ledger["lost"] == 0 and ledger["duplicated"] == 0
     assert ledger["delivered_unique"] == ledger["confirmed"] == ledger["sent"]
 
@@ -154,6 +174,7 @@ def test_elastic_queues_add_and_remove_members_losing_nothing(
     stopped = [json.loads(e["detail"]) for e in events if e["kind"] == "consumer_stop"]
     assert stopped and all(d["graceful"] for d in stopped)
     ledger = json.loads((measured / "ledger.json").read_text())
-    assert ledger["sent"] > 1500
+    # 250/s for 8 s then 20/s to the end of the 24 s: 2000 + 320
+    assert_steps_sent_exactly(measured, [(0.0, 250.0), (8.0, 20.0)], 24.0, ledger["sent"])
     assert ledger["lost"] == 0 and ledger["duplicated"] == 0
     assert ledger["delivered_unique"] == ledger["confirmed"] == ledger["sent"]

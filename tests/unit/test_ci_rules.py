@@ -1,40 +1,58 @@
-"""The suite's own rules (tests/conftest.py), each shown on a small project run by pytest in a
-child process: no skip, xfail or xpass in any environment (no switch turns the rule off), and a
+"""The suite's own rules (the plugin tests/ci_rules.py), each shown on a small project run by
+pytest in a child process: no skip, xfail or xpass in any environment (no switch turns the rule
+off: not CI, not --noconftest, not -p no:tests.ci_rules, not PYTEST_ADDOPTS under make), and a
 full-suite run that collects fewer tests than tests/collected-minimum.txt fails."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE = "no test may skip, xfail or xpass"
+INI = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+PLUGIN = "tests.ci_rules"
 
 
-def run_pytest(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """pytest on a small project in a child process (≤ 120 s), `env` on top of ours. The
-    project is the working directory and no path is given, as in a full-suite run."""
+def run_pytest(
+    project: Path, *args: str, command: Sequence[str] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """pytest on a small project in a child process (≤ 120 s), `env` on top of ours (without
+    PYTEST_ADDOPTS unless `env` sets it). The project is the working directory and no path is
+    given, as in a full-suite run. `command`: how to start pytest (``python -m pytest``)."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [*(command or (sys.executable, "-m", "pytest")), "-q", "-p", "no:cacheprovider", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, **env},
+        env={**base, **env},
         timeout=120,
         cwd=project,
     )
 
 
-def make_project(path: Path, files: dict[str, str], minimum: int, ini: str = "") -> Path:
-    """The suite's conftest, `files`, a collected-minimum.txt and a pytest.ini (xfail_strict
-    as in pyproject.toml, plus `ini`)."""
+def make_project(
+    path: Path, files: dict[str, str], minimum: int, ini: str = "", addopts: str = ""
+) -> Path:
+    """The suite's conftest, its rules plugin with a collected-minimum.txt in ``tests/``,
+    `files`, and a pytest.ini: xfail_strict, pythonpath and addopts as in pyproject.toml (plus
+    `addopts` and `ini`)."""
     (path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    (path / "collected-minimum.txt").write_text(f"{minimum}\n")
-    (path / "pytest.ini").write_text(f"[pytest]\nxfail_strict = true\n{ini}")
+    (path / "tests").mkdir()
+    (path / "tests" / "__init__.py").write_text("")
+    (path / "tests" / "ci_rules.py").write_text((ROOT / "tests" / "ci_rules.py").read_text())
+    (path / "tests" / "collected-minimum.txt").write_text(f"{minimum}\n")
+    (path / "pytest.ini").write_text(
+        f"[pytest]\nxfail_strict = {str(INI['xfail_strict']).lower()}\n"
+        f"pythonpath = {' '.join(INI['pythonpath'])}\naddopts = {INI['addopts']} {addopts}\n{ini}"
+    )
     for name, text in files.items():
         (path / name).write_text(text)
     return path
@@ -141,12 +159,12 @@ def test_the_last_guard_catches_a_report_turned_back_into_a_skip(tmp_path: Path)
 @pytest.mark.parametrize(
     "how",
     [
-        {"ini": "addopts = --deselect test_ok.py::test_two\n"},
-        {"ini": 'addopts = -k "not two"\n'},
+        {"addopts": "--deselect test_ok.py::test_two"},
+        {"addopts": '-k "not two"'},
         {"env": "-m 'not slow'", "mark": True},
         {"minimum": 3},
         {"minimum": 3, "args": ("-n", "2")},
-        {"ini": 'addopts = -k "not two"\n', "args": ("-n", "2", "--dist", "loadgroup")},
+        {"addopts": '-k "not two"', "args": ("-n", "2", "--dist", "loadgroup")},
     ],
     ids=["ini-deselect", "ini-k", "env-m", "lost-test", "lost-test-xdist", "ini-k-xdist"],
 )
@@ -157,12 +175,12 @@ def test_a_full_run_that_collects_fewer_tests_fails(tmp_path: Path, how: dict) -
             "def test_two", "@pytest.mark.slow\ndef test_two"
         )
     ini = how.get("ini", "") + "markers = slow: long\n"
-    make_project(tmp_path, files, minimum=how.get("minimum", 2), ini=ini)
+    make_project(tmp_path, files, how.get("minimum", 2), ini=ini, addopts=how.get("addopts", ""))
     env = {"PYTEST_ADDOPTS": how["env"]} if "env" in how else {}
     run = run_pytest(tmp_path, *how.get("args", ()), **env)
     assert run.returncode == 1, run.stdout + run.stderr
     expected = f"collected {1 if 'minimum' not in how else 2} test(s) (after deselection), "
-    expected += f"fewer than the {how.get('minimum', 2)} in collected-minimum.txt"
+    expected += f"fewer than the {how.get('minimum', 2)} in tests/collected-minimum.txt"
     assert expected in run.stdout + run.stderr, run.stdout + run.stderr
     assert "passed" not in run.stdout  # it stops before running anything
 
@@ -181,7 +199,8 @@ def test_a_developer_may_still_pick_tests_on_the_command_line(
 
 def test_make_test_is_a_full_run_with_strict_xfail() -> None:
     """The rules above bind ``make test`` only if its command line picks nothing (a path, -k or
-    -m there would exempt it) and the repository's minimum is readable."""
+    -m there would exempt it), pytest starts without PYTEST_ADDOPTS, addopts loads the rules
+    plugin, and the repository's minimum is readable."""
     lines = (ROOT / "Makefile").read_text().splitlines()
     at = lines.index(next(x for x in lines if x.startswith("test:")))
     recipe = [lines[at + 1].split(), lines[at + 2].split()]
@@ -189,14 +208,72 @@ def test_make_test_is_a_full_run_with_strict_xfail() -> None:
     recipe = [[w for w in r if not w.startswith("--durations=")] for r in recipe]
     assert all(len(r) <= 1 for r in report), report
     assert recipe == [
-        ["MQBED_GATE_PHASE=defer", "$(BIN)/pytest", "$(PYTEST_PARALLEL)"],
-        ["MQBED_GATE_PHASE=only", "$(BIN)/pytest"],
+        ["MQBED_GATE_PHASE=defer", "$(PYTEST)", "$(PYTEST_PARALLEL)"],
+        ["MQBED_GATE_PHASE=only", "$(PYTEST)"],
     ], recipe
+    unit = lines[lines.index(next(x for x in lines if x.startswith("unit:"))) + 1].split()
+    assert unit == ["$(PYTEST)", "$(PYTEST_PARALLEL)", "tests/unit"], unit
     assert "PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup" in lines
-    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-    assert ini["xfail_strict"] is True and ini["testpaths"] == ["tests"]
+    assert "PYTEST := env -u PYTEST_ADDOPTS $(BIN)/pytest" in lines
+    steps = [x for x in lines if x.startswith("\t")]
+    assert sum("$(PYTEST) " in x for x in steps) == 3, steps  # test (2) and unit
+    assert not [x for x in steps if "bin)/pytest" in x or "-m pytest" in x], steps
+    assert INI["xfail_strict"] is True and INI["testpaths"] == ["tests"]
+    assert INI["pythonpath"] == ["."]
+    opts = shlex.split(INI["addopts"])
+    assert opts[opts.index("-p") + 1] == PLUGIN and not any("no:" in o for o in opts), opts
     total, gate = (int(x) for x in (ROOT / "tests" / "collected-minimum.txt").read_text().split())
     assert total >= 700 and gate >= 2  # the accuracy gate: RabbitMQ and ActiveMQ
+
+
+SKIPPING = {"test_x.py": "import pytest\n\ndef test_x():\n    pytest.skip('no broker')\n"}
+
+
+def test_noconftest_keeps_the_rules(tmp_path: Path) -> None:
+    """The rules are a plugin: --noconftest (which once turned every rule off) leaves them."""
+    make_project(tmp_path, SKIPPING, minimum=1)
+    for env in ({"PYTEST_ADDOPTS": "--noconftest"}, {}):
+        run = run_pytest(tmp_path, **env)
+        assert run.returncode == 1, (env, run.stdout)
+        assert "1 failed" in run.stdout and "skipped: no broker" in run.stdout, run.stdout
+    run = run_pytest(tmp_path, "--noconftest")
+    assert run.returncode == 1 and "skipped: no broker" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("where", ["PYTEST_ADDOPTS", "command line"])
+def test_blocking_the_rules_plugin_is_refused(tmp_path: Path, where: str) -> None:
+    """``-p no:tests.ci_rules`` unloads the rules; the conftest then refuses the session."""
+    make_project(tmp_path, SKIPPING, minimum=1)
+    block = ("-p", f"no:{PLUGIN}")
+    if where == "PYTEST_ADDOPTS":
+        run = run_pytest(tmp_path, PYTEST_ADDOPTS=" ".join(block))
+    else:
+        run = run_pytest(tmp_path, *block)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert f"the suite's rules ({PLUGIN}) are not loaded" in run.stderr, run.stderr
+    assert "passed" not in run.stdout and "skipped" not in run.stdout, run.stdout
+
+
+def test_make_runs_pytest_without_pytest_addopts(tmp_path: Path) -> None:
+    """With both switches at once (no conftest, no plugin) nothing inside pytest is left to
+    object, so ``make``'s pytest command (``$(PYTEST)``, run here exactly as make expands it)
+    must not let the environment pass them: the skip still fails there, and passes as a skip
+    through a bare pytest."""
+    make_project(tmp_path, SKIPPING, minimum=1)
+    bindir = Path(sys.executable).parent
+    shown = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(ROOT), "--eval",
+         "mqbed-show-pytest: ; @echo $(PYTEST)", "mqbed-show-pytest", f"BIN={bindir}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    command = shlex.split(shown)
+    assert command and command[-1] == f"{bindir}/pytest", shown
+    off = {"PYTEST_ADDOPTS": f"--noconftest -p no:{PLUGIN}"}
+    bare = run_pytest(tmp_path, command=command[-1:], **off)
+    assert bare.returncode == 0 and "1 skipped" in bare.stdout, bare.stdout  # the hole make closes
+    made = run_pytest(tmp_path, command=command, **off)
+    assert made.returncode == 1, made.stdout + made.stderr
+    assert "1 failed" in made.stdout and "skipped: no broker" in made.stdout, made.stdout
 
 
 def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
@@ -240,15 +317,33 @@ def test_make_test_phases_split_off_the_gate_and_each_checks_its_share(tmp_path:
     """``make test`` runs everything but the ``gate`` tests in xdist workers, then the gate
     tests alone: each phase must collect its share of ``collected-minimum.txt`` ("all gate")."""
     proj = make_project(tmp_path, GATED, 0, ini="markers =\n    gate: live accuracy\n")
-    (proj / "collected-minimum.txt").write_text("3 1\n")
+    (proj / "tests" / "collected-minimum.txt").write_text("3 1\n")
     defer = run_pytest(proj, MQBED_GATE_PHASE="defer")
     assert defer.returncode == 0 and "2 passed, 1 deselected" in defer.stdout, defer.stdout
     only = run_pytest(proj, MQBED_GATE_PHASE="only")
     assert only.returncode == 0 and "1 passed, 2 deselected" in only.stdout, only.stdout
     whole = run_pytest(proj, MQBED_GATE_PHASE="")
     assert whole.returncode == 0 and "3 passed" in whole.stdout, whole.stdout
-    (proj / "collected-minimum.txt").write_text("3 2\n")  # a gate test went missing
+    (proj / "tests" / "collected-minimum.txt").write_text("3 2\n")  # a gate test went missing
     lost = run_pytest(proj, MQBED_GATE_PHASE="only")
     assert lost.returncode != 0 and "fewer than the 2" in lost.stdout + lost.stderr
     shrunk = run_pytest(proj, MQBED_GATE_PHASE="defer")  # 2 plain tests, 3 - 2 = 1 needed: ok
     assert shrunk.returncode == 0, shrunk.stdout
+
+
+FLOOR_SLACK = 20
+"""Tests that may be added before the floor must follow (a floor far below the count lets as
+many tests vanish unnoticed: it once sat 123 below, at 1168 against 1291)."""
+
+
+def test_the_floor_follows_the_suite() -> None:
+    """tests/collected-minimum.txt is at most FLOOR_SLACK below what the suite collects now,
+    per ``make test`` phase (the gate's share exactly: it is two or three live tests)."""
+    floor = [int(x) for x in (ROOT / "tests" / "collected-minimum.txt").read_text().split()]
+    counts = []
+    for phase in ("defer", "only"):
+        run = run_pytest(ROOT, "--collect-only", MQBED_GATE_PHASE=phase)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+        counts.append(int(run.stdout.strip().splitlines()[-1].split("/")[0]))
+    assert 0 <= counts[0] - (floor[0] - floor[1]) <= FLOOR_SLACK, (counts, floor)
+    assert counts[1] == floor[1], (counts, floor)

@@ -24,20 +24,6 @@ from testbed.core.records import Ledger, RecordWriter, read_table
 from testbed.observe.ledger import SORT_KEYS, collect_side
 
 
-@pytest.fixture
-def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths fsynced (files by the temporary name they have then)."""
-    seen: list[str] = []
-    real = os.fsync
-
-    def record(fd: int) -> None:
-        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(atomic.os, "fsync", record)
-    return seen
-
-
 def _tmp(path: Path) -> str:
     return str(path.with_name(f".{path.name}.{os.getpid()}.tmp"))
 

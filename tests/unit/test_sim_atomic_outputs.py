@@ -13,24 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import testbed.core.atomic as atomic
 from emulator.predict import _write_json
 from emulator.sim.spool import PartWriter, merge_parts
 from testbed.core.records import SCHEMAS
-
-
-@pytest.fixture
-def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths `testbed.core.atomic` fsyncs (files by their temporary name)."""
-    seen: list[str] = []
-    real = os.fsync
-
-    def record(fd: int) -> None:
-        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(atomic.os, "fsync", record)
-    return seen
 
 
 def _part(path: Path, rows: int) -> Path:

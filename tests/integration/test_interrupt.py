@@ -8,11 +8,17 @@ its graceful stop), none of those processes may remain after 10 s. The signals g
 documented exit codes (130, 143, 129) after a clean stop; a SIGKILLed run leaves its home under
 ``<home>/runs/`` for `mqbed down`, which removes it. The SIGKILL trials are each group's last:
 `mqbed down` of the shared home also stops its broker.
+
+Beyond the run's own tree, every process on the machine started during the trial is searched
+for the trial's directories in its command line, working directory and environment (a process
+that escaped the tree — a double fork, a re-parented broker — is found there). Every
+interrupted run directory is reported by `mqbed report` (the run's table and report pages).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -24,8 +30,10 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 from testbed.backends.local import LocalBackend
+from testbed.cli import app
 from testbed.observe.ledger import collect_side
 from tests.integration.conftest import start_or_fail
 
@@ -40,9 +48,11 @@ producers: [{name: p, count: 2, queue: iq, arrival: {kind: poisson, rate: 100/s}
 consumers: [{name: c, queue: iq, count: 2}]
 recording: {batch_rows: 50}  # parts on disk within a second: what a SIGKILL leaves
 """
+
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGKILL: -9}
 RNG = random.Random(20261124)
-TRIALS = [  # (does the run own its broker, signal)
+TRIALS = [  # (does the run own its broker, signal): every signal with each kind of broker
+    (True, signal.SIGINT),
     (True, signal.SIGTERM),
     (True, signal.SIGHUP),
     (True, signal.SIGKILL),
@@ -104,8 +114,27 @@ def alive(procs: list[psutil.Process]) -> list[str]:
     return left
 
 
+def strays(markers: list[str], since: float) -> list[str]:
+    """Every process on the machine started since ``since`` (epoch seconds) whose command line,
+    working directory or environment names one of ``markers`` (the trial's directories)."""
+    found = []
+    for p in psutil.process_iter(["pid", "create_time", "status"]):
+        if p.pid == os.getpid() or p.info["create_time"] < since - 1:
+            continue
+        if p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            seen = [" ".join(p.cmdline()), p.cwd(), *p.environ().values()]
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if any(m in text for m in markers for text in seen):
+            found.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+    return found
+
+
 @pytest.mark.parametrize(("own", "sig", "delay"), [(*t, d) for t, d in zip(TRIALS, DELAYS, strict=True)],
                          ids=[f"{'own' if o else 'up'}-{s.name}" for o, s in TRIALS])  # fmt: skip
+@pytest.mark.usefixtures("spark")
 def test_interrupted_run_leaves_nothing(
     tmp_path: Path, up_home: LocalBackend, own: bool, sig: signal.Signals, delay: float
 ) -> None:
@@ -117,6 +146,7 @@ def test_interrupted_run_leaves_nothing(
             start_or_fail(up_home, ["rabbitmq"], label="mqbed up", detach=True)
     (tmp_path / "s.yaml").write_text(SCENARIO)
     runs = tmp_path / "runs"
+    started = time.time()
     run = cli("run", "s.yaml", "--no-predict", "--no-report", "--workers", "2", "--home",
               str(home), "--out", str(runs), cwd=tmp_path, stdout=subprocess.PIPE,
               stderr=subprocess.STDOUT)  # fmt: skip
@@ -154,7 +184,12 @@ def test_interrupted_run_leaves_nothing(
         assert pq.read_table(run_dir / "measured" / "messages.parquet").num_rows > 0
         assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
     assert not list(run_dir.rglob("worker-secrets*"))
+    report = CliRunner().invoke(app, ["report", str(run_dir)])  # the session's warm Spark
+    assert report.exit_code == 0, report.output
+    assert (run_dir / "analysis" / "summary.json").is_file()
     if own or sig == signal.SIGKILL:  # (`down` of the shared home also stops its broker)
         down = cli("down", "--home", str(home), cwd=tmp_path, stdout=subprocess.PIPE)
         assert down.wait(timeout=120) == 0
         assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
+    markers = [str(tmp_path), str(home / "runs")]
+    assert strays(markers, started) == [], "processes of the trial outlived it"

@@ -13,6 +13,11 @@ Beyond the run's own tree, every process on the machine started during the trial
 for the trial's directories in its command line, working directory and environment (a process
 that escaped the tree — a double fork, a re-parented broker — is found there). Every
 interrupted run directory is reported by `mqbed report` (the run's table and report pages).
+A SIGKILLed run loses the rows its workers had not flushed yet: with the broker of `mqbed up`
+(a run's own broker gets the parent-death signal and goes down with the run), the messages the
+broker took (a fan-out copy of each waits in a queue no one reads) are compared with the
+confirmed rows left on disk; the loss must stay within one batch per worker plus in-flight
+confirms.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 import pytest
+import requests
 from typer.testing import CliRunner
 
 from testbed.backends.local import LocalBackend
@@ -43,11 +49,18 @@ SCENARIO = """\
 name: interrupt
 duration: 90s
 warmup: 1s
-topology: {queues: [{name: iq}]}
-producers: [{name: p, count: 2, queue: iq, arrival: {kind: poisson, rate: 100/s}, confirms: true}]
+overload: true  # the tally queue has no consumer
+topology:  # the fan-out keeps a copy of every message the broker takes in 'tally'
+  exchanges: [{name: ix, type: fanout}]
+  queues: [{name: iq, bindings: [{exchange: ix}]}, {name: tally, bindings: [{exchange: ix}]}]
+producers: [{name: p, count: 2, exchange: ix, arrival: {kind: poisson, rate: 100/s}, confirms: true}]
 consumers: [{name: c, queue: iq, count: 2}]
 recording: {batch_rows: 50}  # parts on disk within a second: what a SIGKILL leaves
 """
+BATCH_ROWS, WORKERS, IN_FLIGHT = 50, 2, 20
+"""A SIGKILL loses at most one unflushed batch of rows per Locust worker, plus the publishes
+the broker took whose confirm had not reached the client (at 200 msg/s and a confirm within a
+few milliseconds a handful; 20 leaves room for a slow one)."""
 
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGKILL: -9}
 RNG = random.Random(20261124)
@@ -132,6 +145,35 @@ def strays(markers: list[str], since: float) -> list[str]:
     return found
 
 
+def tally(home: Path) -> int:
+    """The depth of the 'tally' queue on the RabbitMQ of `mqbed up` in ``home``: every message
+    the broker took in this trial (the run purges its queues when it starts), once the
+    management statistics (collected every second here) have stopped moving."""
+    ep = next(ep for ep in LocalBackend(home).endpoints() if ep.kind == "rabbitmq")
+    url = f"{(ep.management_url or '').rstrip('/')}/api/queues/%2F/tally"
+    last, deadline = -1, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = requests.get(url, auth=(ep.username, ep.password), timeout=5)
+        r.raise_for_status()
+        depth = int(r.json().get("messages", -1))
+        if depth == last:
+            return depth
+        last = depth
+        time.sleep(2.5)
+    raise AssertionError("the tally queue's depth still moved after 30 s")
+
+
+def confirmed_rows(run_dir: Path) -> int:
+    """Confirmed publishes among the rows a run left (its merged table, else its parts)."""
+    merged = run_dir / "measured" / "messages.parquet"
+    files = [merged] if merged.exists() else sorted(run_dir.glob("measured/messages.parts/*"))
+    ids: set[str] = set()
+    for f in files:
+        table = pq.read_table(f, columns=["msg_id", "t_confirm"]).to_pydict()
+        ids.update(m for m, t in zip(table["msg_id"], table["t_confirm"], strict=True) if t)
+    return len(ids)
+
+
 @pytest.mark.parametrize(("own", "sig", "delay"), [(*t, d) for t, d in zip(TRIALS, DELAYS, strict=True)],
                          ids=[f"{'own' if o else 'up'}-{s.name}" for o, s in TRIALS])  # fmt: skip
 @pytest.mark.usefixtures("spark")
@@ -184,6 +226,11 @@ def test_interrupted_run_leaves_nothing(
         assert pq.read_table(run_dir / "measured" / "messages.parquet").num_rows > 0
         assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
     assert not list(run_dir.rglob("worker-secrets*"))
+    if sig == signal.SIGKILL and not own:  # (a run's own broker goes down with the run)
+        took, kept = tally(home), confirmed_rows(run_dir)
+        lost = took - kept  # a row is written at the confirm: the broker has every one of them
+        print(f"\nSIGKILL: the broker took {took} messages, the run kept {kept} rows: {lost} lost")
+        assert 0 <= lost <= WORKERS * BATCH_ROWS + IN_FLIGHT, (took, kept)
     report = CliRunner().invoke(app, ["report", str(run_dir)])  # the session's warm Spark
     assert report.exit_code == 0, report.output
     assert (run_dir / "analysis" / "summary.json").is_file()

@@ -164,7 +164,7 @@ def run_scenario(
 
     ``overrides`` (``mqbed run --rate/--duration/--set ...``) change the scenario before it is
     validated; the run directory's ``scenario.yaml`` is the scenario with them."""
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     scenario = load_scenario(path, overrides)
     for issue in validate_file(path, overrides)[1]:
         console.print(str(issue), markup=False)

@@ -209,7 +209,7 @@ def sweep(
     from testbed.report.sweep_page import sweep_document, write_sweep_page
     from testbed.run import run_scenario
 
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     scenario_path = Path(scenario_path)
     data = _read_scenario_data(scenario_path)
     if not isinstance(data, dict):

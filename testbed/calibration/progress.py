@@ -25,7 +25,7 @@ class Reporter:
         if sink is None:
             from rich.console import Console
 
-            console = Console(stderr=True)
+            console = Console(stderr=True, emoji=False)
             if console.is_terminal:
                 from rich.progress import (
                     BarColumn,

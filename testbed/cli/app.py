@@ -44,8 +44,8 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False)  # user text (names, paths) holds ':x:' literally
+err = Console(stderr=True, emoji=False)
 
 
 class _Group(TyperGroup):

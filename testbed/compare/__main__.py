@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    console = Console(stderr=True)
+    console = Console(stderr=True, emoji=False)
     if args.old_out is not None:
         if args.page_dir is not None:
             parser().error("--out is the old spelling of --page-dir: give --page-dir only")

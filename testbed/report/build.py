@@ -47,7 +47,7 @@ def build_report(
 ) -> list[Path]:
     """Analyse each run and write its ``report.html`` + ``summary.md``; returns the report
     paths in the order given. Progress goes to `console` (stderr by default)."""
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     run_dirs = [Path(d) for d in run_dirs]
     analyses: list[RunAnalysis] = []
     t0 = time.monotonic()
@@ -89,7 +89,7 @@ def report_after_run(
 ) -> Path:
     """The end of ``mqbed run``: build the run's report, print its verdict table, return
     the path of ``report.html``."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     (report,) = build_report(
         [run_dir], spark_master=spark_master, console=Console(stderr=True, quiet=console.quiet)
     )

@@ -175,7 +175,7 @@ PEARSON_NOTE = (
 def print_verdict(summary: dict[str, Any], console: Console | None = None) -> None:
     """The whole-run verdict table on the console (rich), compact enough for 80 columns:
     units in the metric column, values bare."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     table = Table(
         title=f"{summary.get('scenario')} — {status_text(summary)}",
         title_justify="left",

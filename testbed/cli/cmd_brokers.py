@@ -37,7 +37,10 @@ def _show(
     prometheus_url: str | None,
     root: Path,
     elapsed: float,
+    show_credentials: bool = False,
 ) -> None:
+    """What `mqbed up` prints: each broker's URL with its password masked (a terminal's text
+    ends up in CI logs) unless `show_credentials`; `--json` and the home's state file hold it."""
     for e in endpoints:
         scheme = KINDS[e.kind].url_scheme
         out.print(f"[bold]{e.name}[/] ({e.kind} {e.version or ''}) pid {e.pid}")
@@ -46,7 +49,8 @@ def _show(
             out.print(
                 f"  warmed up: {w.received} of {w.sent} messages in {w.seconds:.1f} s", markup=False
             )
-        out.print(f"  {scheme}://{e.username}:{e.password}@{e.host}:{e.port}", markup=False)
+        password = e.password if show_credentials else "***"
+        out.print(f"  {scheme}://{e.username}:{password}@{e.host}:{e.port}", markup=False)
         if e.management_url:
             out.print(f"  management  {e.management_url}", markup=False)
         if e.prometheus_url:
@@ -87,6 +91,14 @@ def up(
             "seen the message path.",
         ),
     ] = True,
+    show_credentials: Annotated[
+        bool,
+        typer.Option(
+            "--show-credentials",
+            help="Print the brokers' passwords in their URLs (masked as *** otherwise; --json "
+            "always carries them, for scripts).",
+        ),
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -112,7 +124,7 @@ def up(
             prometheus_url=prometheus_url,
         )
         if not as_json:
-            _show(endpoints, warmed, prometheus_url, root, elapsed)
+            _show(endpoints, warmed, prometheus_url, root, elapsed, show_credentials)
 
 
 @app.command()

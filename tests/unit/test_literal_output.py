@@ -1,6 +1,7 @@
-"""User text reaches the terminal as written in every command, not only in `validate`: rich
-turns an emoji code such as ``:x:`` into an emoji even with markup off, so a queue named ``:x:``
-printed in a warning by `mqbed run` came out as a cross mark."""
+"""What commands print on a terminal. User text as written, in every command, not only in
+`validate`: rich turns an emoji code such as ``:x:`` into an emoji even with markup off, so a
+queue named ``:x:`` printed in a warning by `mqbed run` came out as a cross mark. And no broker
+password in `mqbed up`'s text, which ends up in CI logs."""
 
 from __future__ import annotations
 
@@ -35,3 +36,20 @@ def test_library_consoles_print_emoji_codes_as_written() -> None:
             console.print("queue ':x:'", markup=False)
         assert captured.get().strip() == "queue ':x:'"
     assert Console(emoji=True).render_str(":x:").plain != ":x:"  # what the fix guards against
+
+
+def test_up_masks_the_password_unless_asked(tmp_path: Path) -> None:
+    """`mqbed up`'s terminal text ends up in CI logs: its URLs mask the password, and only
+    `--show-credentials` prints it (`--json` and the state file always carry it)."""
+    from testbed.backends.base import BrokerEndpoint
+    from testbed.cli.app import out
+    from testbed.cli.cmd_brokers import _show
+
+    ep = BrokerEndpoint("rabbitmq", "rabbitmq0", "127.0.0.1", 5999, "mqbed", "s3cret-Pw")
+    for show, url in ((False, "amqp://mqbed:***@127.0.0.1:5999"),
+                      (True, "amqp://mqbed:s3cret-Pw@127.0.0.1:5999")):  # fmt: skip
+        with out.capture() as captured:
+            _show([ep], {}, None, tmp_path, 1.0, show_credentials=show)
+        text = captured.get()
+        assert url in text, text
+        assert ("s3cret-Pw" in text) is show, text

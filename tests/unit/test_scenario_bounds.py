@@ -183,6 +183,29 @@ def test_amq_prefixed_names_are_refused_on_rabbitmq() -> None:
     assert "reserved" in _one(text, "topology.queues[0].name").message
 
 
+def test_amq_prefixed_exchange_alias_and_dead_letter_names_are_refused_on_rabbitmq() -> None:
+    """Every name the testbed declares is checked, not only the queues': an exchange, a
+    load-balanced alias (its member queues carry its name) and a dead-letter queue."""
+    exchange = BASE.replace("name: x,", "name: amq.x,").replace("exchange: x,", "exchange: amq.x,")
+    assert "reserved by RabbitMQ" in _one(exchange, "topology.exchanges[0].name").message
+    alias = BASE.replace(
+        "  queues:\n", "  load_balanced: [{alias: amq.pool, queues: 1}]\n  queues:\n", 1
+    )
+    assert "reserved" in _one(alias, "topology.load_balanced[0].alias").message
+    dlq = BASE.replace(
+        "      bindings:",
+        "      visibility: {timeout: 500ms, max_deliveries: 3, dead_letter_queue: amq.dead}\n"
+        "      bindings:",
+    )
+    issue = _one(dlq, "topology.queues[0].visibility.dead_letter_queue")
+    assert "'amq.dead'" in issue.message and issue.line == 7
+    # the same names are fine on ActiveMQ, which reserves no such prefix
+    scenario, issues = _issues(
+        dlq.replace("duration: 60s", "duration: 60s\nbroker: {kind: activemq}")
+    )
+    assert scenario is not None and not [i for i in issues if "reserved" in i.message]
+
+
 def test_bool_is_not_a_count() -> None:
     issue = _one(BASE.replace("count: 2\n    queue: work", "count: true\n    queue: work"),
                  "producers[0].count")  # fmt: skip

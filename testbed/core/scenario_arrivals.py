@@ -92,6 +92,9 @@ class TraceArrival(Strict):
 
     kind: Literal["trace"]
     file: str
+    """Relative to the scenario's directory and inside it once `..` and symlinks are resolved:
+    no absolute path, since a scenario may come from someone else (to use a trace kept
+    elsewhere, copy it there). At most 8 MiB; the run directory keeps a copy."""
     loop: bool = False
     times: list[float] = Field(default_factory=list, exclude=True)
     """Filled by the loader from `file` (resolved relative to the scenario file)."""

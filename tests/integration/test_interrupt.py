@@ -313,3 +313,57 @@ def test_interrupted_run_leaves_nothing(
         assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
     markers = [str(tmp_path), str(home / "runs")]
     assert strays(markers, started) == [], "processes of the trial outlived it"
+
+
+REPORT_SCENARIO = """\
+name: reportkill
+duration: 3s
+warmup: 1s
+topology: {queues: [{name: rq}]}
+producers: [{name: p, queue: rq, arrival: {kind: poisson, rate: 50/s}, confirms: true}]
+consumers: [{name: c, queue: rq}]
+"""
+
+
+def test_sigkill_in_the_report_phase_takes_the_spark_jvm_down(tmp_path: Path) -> None:
+    """`mqbed run` SIGKILLed while its report runs: the Spark JVM it started (found in its
+    process tree before the kill, never by name) is gone 10 s later, and `mqbed down` leaves
+    no run home."""
+    home, runs = tmp_path / "home", tmp_path / "runs"
+    (tmp_path / "s.yaml").write_text(REPORT_SCENARIO)
+    started = time.time()
+    run = cli("run", "s.yaml", "--no-predict", "--workers", "1", "--home", str(home), "--out",
+              str(runs), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline, jvms, tree = time.monotonic() + 150, [], []
+        while not jvms and time.monotonic() < deadline:
+            assert run.poll() is None, "mqbed run ended before a JVM of its report was seen"
+            tree = psutil.Process(run.pid).children(recursive=True)
+            jvms = [p for p in tree if _is_java(p)]
+            time.sleep(0.1)
+        assert jvms, "no JVM in the run's process tree within 150 s"
+        time.sleep(1.0)  # the report's job under way
+        tree = psutil.Process(run.pid).children(recursive=True)
+        run.send_signal(signal.SIGKILL)
+        output, _ = run.communicate(timeout=60)
+        exited = time.monotonic()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+    assert run.returncode == -9, output.decode(errors="replace")[-3000:]
+    while alive(tree) and time.monotonic() - exited < 10:
+        time.sleep(0.1)
+    assert alive(tree) == [], "processes of the run (its Spark JVM) survived it"
+    down = cli("down", "--home", str(home), cwd=tmp_path, stdout=subprocess.PIPE)
+    assert down.wait(timeout=120) == 0
+    assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
+    assert strays([str(tmp_path), str(home / "runs")], started) == []
+
+
+def _is_java(p: psutil.Process) -> bool:
+    """A Spark JVM (the report's; the broker here is RabbitMQ's beam, not Java)."""
+    try:
+        return Path(p.exe()).name == "java" and "spark" in " ".join(p.cmdline()).lower()
+    except psutil.Error:
+        return False

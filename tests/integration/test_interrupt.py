@@ -39,6 +39,7 @@ import pytest
 import requests
 from typer.testing import CliRunner
 
+from testbed.backends.base import BrokerEndpoint
 from testbed.backends.local import LocalBackend
 from testbed.backends.run_homes import reap_run_homes
 from testbed.cli import app
@@ -147,11 +148,20 @@ def strays(markers: list[str], since: float) -> list[str]:
     return found
 
 
+def rabbitmq_of(home: Path) -> BrokerEndpoint:
+    """The RabbitMQ `mqbed up` started in ``home`` (local processes or docker containers)."""
+    from testbed.backends.docker import DockerBackend
+
+    local = LocalBackend(home).endpoints()
+    found = local or DockerBackend(home).endpoints()
+    return next(ep for ep in found if ep.kind == "rabbitmq")
+
+
 def tally(home: Path) -> int:
     """The depth of the 'tally' queue on the RabbitMQ of `mqbed up` in ``home``: every message
     the broker took in this trial (the run purges its queues when it starts), once the
     management statistics (collected every second here) have stopped moving."""
-    ep = next(ep for ep in LocalBackend(home).endpoints() if ep.kind == "rabbitmq")
+    ep = rabbitmq_of(home)
     url = f"{(ep.management_url or '').rstrip('/')}/api/queues/%2F/tally"
     last, deadline = -1, time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -167,7 +177,7 @@ def tally(home: Path) -> int:
 
 def wait_for_depth(home: Path, queue: str, depth: int, timeout: float) -> None:
     """Until ``queue`` on the RabbitMQ of `mqbed up` in ``home`` holds ``depth`` messages."""
-    ep = next(ep for ep in LocalBackend(home).endpoints() if ep.kind == "rabbitmq")
+    ep = rabbitmq_of(home)
     url = f"{(ep.management_url or '').rstrip('/')}/api/queues/%2F/{queue}"
     deadline, seen = time.monotonic() + timeout, -1
     while time.monotonic() < deadline:
@@ -259,11 +269,19 @@ def test_interrupted_run_leaves_nothing(
         home = up_home.home
         if not any(up_home.is_healthy(ep.name) for ep in up_home.endpoints()):
             start_or_fail(up_home, ["rabbitmq"], label="mqbed up", detach=True)
+    interrupted_trial(tmp_path, home, own, sig, delay, backend="local")
+
+
+def interrupted_trial(
+    tmp_path: Path, home: Path, own: bool, sig: signal.Signals, delay: float, backend: str
+) -> None:
+    """One trial of the matrix (module docstring) on `backend`, with the brokers of `mqbed up`
+    in `home` unless `own`; the SIGKILL trial of `mqbed up` brokers downs their home."""
     (tmp_path / "s.yaml").write_text(SCENARIO)
     runs = tmp_path / "runs"
     started = time.time()
-    run = cli("run", "s.yaml", "--no-predict", "--no-report", "--workers", "2", "--home",
-              str(home), "--out", str(runs), cwd=tmp_path, stdout=subprocess.PIPE,
+    run = cli("run", "s.yaml", "--backend", backend, "--no-predict", "--no-report", "--workers",
+              "2", "--home", str(home), "--out", str(runs), cwd=tmp_path, stdout=subprocess.PIPE,
               stderr=subprocess.STDOUT)  # fmt: skip
     try:
         load_at = wait_for_load(run, runs, 150)
@@ -335,7 +353,9 @@ def test_sigkill_in_the_report_phase_takes_the_spark_jvm_down(tmp_path: Path) ->
     run = cli("run", "s.yaml", "--no-predict", "--workers", "1", "--home", str(home), "--out",
               str(runs), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        deadline, jvms, tree = time.monotonic() + 150, [], []
+        deadline = time.monotonic() + 150
+        jvms: list[psutil.Process] = []
+        tree: list[psutil.Process] = []
         while not jvms and time.monotonic() < deadline:
             assert run.poll() is None, "mqbed run ended before a JVM of its report was seen"
             tree = psutil.Process(run.pid).children(recursive=True)

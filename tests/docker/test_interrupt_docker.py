@@ -30,6 +30,7 @@ import pytest
 
 from testbed.backends.docker_engine import HOME_LABEL, DockerEngine
 from testbed.backends.run_engine import RUN_ENGINE, EngineUse
+from tests.integration.test_interrupt import DELAYS, cli, interrupted_trial
 
 pytestmark = pytest.mark.docker
 
@@ -185,3 +186,44 @@ def test_sigkilled_docker_run_leaves_nothing_after_down(
         assert _containers(engine.host) == []  # the run's container removed, not just stopped
     finally:
         engine.stop()
+
+
+MATRIX = [  # the local module's matrix on the docker backend (own SIGKILL: the test above)
+    *[(True, s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)],
+    *[(False, s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)],
+]
+
+
+@pytest.fixture(scope="module")
+def docker_up_home(
+    docker_engine: DockerEngine, broker_images: dict[str, str], tmp_path_factory: Any
+) -> Iterator[Path]:
+    """A home with `mqbed up --backend docker` RabbitMQ, started once for the module (on the
+    session's engine, $DOCKER_HOST); `mqbed down` at the end (the SIGKILL trial downs it)."""
+    home = tmp_path_factory.mktemp("docker-up-home")
+    up = cli("up", "--backend", "docker", "--broker", "rabbitmq", "--home", str(home),
+             cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    out, _ = up.communicate(timeout=180)
+    assert up.returncode == 0, out.decode(errors="replace")[-3000:]
+    try:
+        yield home
+    finally:
+        down = cli("down", "--home", str(home), cwd=home, stdout=subprocess.PIPE)
+        down.communicate(timeout=120)
+
+
+@pytest.mark.parametrize(("own", "sig", "delay"), [(*t, d) for t, d in zip(MATRIX, DELAYS, strict=False)],
+                         ids=[f"{'own' if o else 'up'}-{s.name}" for o, s in MATRIX])  # fmt: skip
+@pytest.mark.usefixtures("spark", "docker_engine", "broker_images")
+def test_interrupted_docker_run_leaves_nothing(
+    request: pytest.FixtureRequest, tmp_path: Path, own: bool, sig: signal.Signals, delay: float
+) -> None:
+    """The local matrix's checks (tests/integration/test_interrupt.py) with docker brokers:
+    no process of the run 10 s after it exits, no run home after `mqbed down`, `mqbed report`
+    opens the run directory, and the SIGKILL of an `mqbed up` run loses rows within the bound."""
+    home = tmp_path / "home" if own else request.getfixturevalue("docker_up_home")
+    interrupted_trial(tmp_path, home, own, sig, delay, backend="docker")
+    if own:  # the run's container went with it
+        mine = str(home.resolve())
+        on_engine = _containers(os.environ["DOCKER_HOST"])
+        assert [c.name for c in on_engine if c.labels.get(HOME_LABEL, "").startswith(mine)] == []

@@ -30,7 +30,7 @@ import pytest
 
 from testbed.backends.docker_engine import HOME_LABEL, DockerEngine
 from testbed.backends.run_engine import RUN_ENGINE, EngineUse
-from tests.integration.test_interrupt import DELAYS, cli, interrupted_trial
+from tests.integration.test_interrupt import DELAYS, cli, interrupted_trial, reaped
 
 pytestmark = pytest.mark.docker
 
@@ -145,7 +145,7 @@ def test_sigkilled_docker_run_leaves_nothing_after_down(
     run = _cli(env, tmp_path, "run", "s.yaml", "--backend", "docker", "--no-predict",
                "--no-report", "--workers", "1", "--home", str(home), "--out", str(runs),
                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
+    with reaped(run):
         load_at = _wait_for_load(run, runs, 240)
         time.sleep(max(0.0, load_at + DELAY - time.time()))
         (run_home,) = (home / "runs").iterdir()
@@ -161,10 +161,6 @@ def test_sigkilled_docker_run_leaves_nothing_after_down(
         tree += [*inits, *_on_root(run_engine_root)]
         run.send_signal(signal.SIGKILL)
         output, _ = run.communicate(timeout=30)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
     assert run.returncode == -9, output.decode(errors="replace")[-3000:]
     assert run_home.exists()  # nothing cleaned up after a SIGKILL: `down` must find it all
     t0 = time.monotonic()

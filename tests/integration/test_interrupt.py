@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -117,6 +118,25 @@ def wait_for_part(run: subprocess.Popen[bytes], runs: Path, timeout: float) -> N
             return
         time.sleep(0.1)
     raise AssertionError(f"no messages part flushed within {timeout} s")
+
+
+@contextmanager
+def reaped(run: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """`run` (an `mqbed run` child), killed and waited for on the way out if it still runs:
+    a wait above it failed, and the trial must not leave it behind."""
+    try:
+        yield run
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+
+
+def assert_gone(tree: list[psutil.Process], exited: float, what: str) -> None:
+    """Every process of `tree` ends within 10 s of `exited` (time.monotonic())."""
+    while alive(tree) and time.monotonic() - exited < 10:
+        time.sleep(0.1)
+    assert alive(tree) == [], what
 
 
 def alive(procs: list[psutil.Process]) -> list[str]:
@@ -236,16 +256,12 @@ def test_sigkill_loses_at_most_flush_interval_seconds_of_rows(
     run = cli("run", "s.yaml", "--no-predict", "--no-report", "--workers", "1", "--home",
               str(home), "--out", str(runs), cwd=tmp_path, stdout=subprocess.PIPE,
               stderr=subprocess.STDOUT)  # fmt: skip
-    try:
+    with reaped(run):
         wait_for_load(run, runs, 150)
         wait_for_depth(home, "tally", FLUSH_SENT, 60)  # the whole burst is in: silence now
         time.sleep(FLUSH_QUIET)
         run.send_signal(signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
     (run_dir,) = runs.iterdir()
     try:
         took, kept = tally(home), confirmed_rows(run_dir)
@@ -283,7 +299,7 @@ def interrupted_trial(
     run = cli("run", "s.yaml", "--backend", backend, "--no-predict", "--no-report", "--workers",
               "2", "--home", str(home), "--out", str(runs), cwd=tmp_path, stdout=subprocess.PIPE,
               stderr=subprocess.STDOUT)  # fmt: skip
-    try:
+    with reaped(run):
         load_at = wait_for_load(run, runs, 150)
         # records to keep (SIGKILL: what was flushed must survive; else: merged): the first
         # flush, which a loaded machine can delay past t0 + 1 s (users spawned 3 s late)
@@ -295,14 +311,8 @@ def interrupted_trial(
         run.send_signal(sig)
         output, _ = run.communicate(timeout=60)
         exited = time.monotonic()
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
     assert run.returncode == EXIT[sig], output.decode(errors="replace")
-    while alive(tree) and time.monotonic() - exited < 10:
-        time.sleep(0.1)
-    assert alive(tree) == [], "processes of the run survived it"
+    assert_gone(tree, exited, "processes of the run survived it")
     (run_dir,) = runs.iterdir()
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["interrupted"] is True
@@ -352,7 +362,7 @@ def test_sigkill_in_the_report_phase_takes_the_spark_jvm_down(tmp_path: Path) ->
     started = time.time()
     run = cli("run", "s.yaml", "--no-predict", "--workers", "1", "--home", str(home), "--out",
               str(runs), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
+    with reaped(run):
         deadline = time.monotonic() + 150
         jvms: list[psutil.Process] = []
         tree: list[psutil.Process] = []
@@ -367,14 +377,8 @@ def test_sigkill_in_the_report_phase_takes_the_spark_jvm_down(tmp_path: Path) ->
         run.send_signal(signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
         exited = time.monotonic()
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait(10)
     assert run.returncode == -9, output.decode(errors="replace")[-3000:]
-    while alive(tree) and time.monotonic() - exited < 10:
-        time.sleep(0.1)
-    assert alive(tree) == [], "processes of the run (its Spark JVM) survived it"
+    assert_gone(tree, exited, "processes of the run (its Spark JVM) survived it")
     down = cli("down", "--home", str(home), cwd=tmp_path, stdout=subprocess.PIPE)
     assert down.wait(timeout=120) == 0
     assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []

@@ -110,17 +110,13 @@ class ConsumerLoop(ConsumerPublishing):
         """True from a delivery's ack to its record: a crash then waits (`crash`)."""
         self._deferred: ClientCrash | None = None
 
-    def crash(self, exc: ClientCrash, kill: Callable[[ClientCrash], None]) -> None:
-        """Crash this consumer with `exc` through `kill` (its greenlet's), or — while it is
-        settling a delivery, between the ack and its record — right after the record. A crash
-        landing inside the ack (whose socket write can yield) left a message the broker had
-        taken the ack of recorded as ``crashed``: never redelivered, the ledger counted it lost
-        (test_client_crashes_redeliver_and_restart[activemq], about one run in 50). The record
-        follows the ack by well under a millisecond, so the crash moves by as much."""
-        if self.settling:
-            self._deferred = exc
-        else:
-            kill(exc)
+    def defer(self, exc: ClientCrash) -> None:
+        """Take the crash `exc` right after the record of the delivery being settled
+        (`testbed.workload.crashes.throw_crash` calls this while `settling`). A crash landing
+        inside the ack (whose socket write can yield) left a message the broker had taken the
+        ack of recorded as ``crashed``: never redelivered, the ledger counted it lost. The
+        record follows the ack by well under a millisecond, so the crash moves by as much."""
+        self._deferred = exc
 
     def _raise_deferred(self) -> None:
         exc, self._deferred = self._deferred, None

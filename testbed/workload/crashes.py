@@ -1,6 +1,6 @@
 """Client crash faults (docs/models.md §6): consumer and producer instances die abruptly.
 
-A crash is a :class:`ClientCrash` raised inside the instance's greenlet (gevent.kill), which
+A crash is a :class:`ClientCrash` raised inside the instance's greenlet (`throw_crash`), which
 interrupts whatever it is doing — serving, waiting for a confirm, blocked in socket I/O. The
 loop then abandons its connection without acking anything: the broker requeues every unacked
 delivery (redelivered), a producer's unconfirmed publishes count as unconfirmed, and (ActiveMQ)
@@ -17,11 +17,14 @@ Every crash and restart is an ``events`` row (``fault_start``/``fault_end``).
 
 from __future__ import annotations
 
-__all__ = ["ClientCrash", "run_crash_plan"]
+__all__ = ["ClientCrash", "Settling", "run_crash_plan", "throw_crash"]
 
+import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
+
+import gevent
 
 from testbed.core.faultplan import CrashPlan
 
@@ -37,6 +40,43 @@ class ClientCrash(BaseException):
         super().__init__(kind)
         self.kind = kind
         self.restart_after = restart_after
+
+
+class Settling(Protocol):
+    """A loop that may be between a delivery's ack and its record (`ConsumerLoop`)."""
+
+    settling: bool
+
+    def defer(self, exc: ClientCrash) -> None: ...
+
+
+def throw_crash(glet: gevent.Greenlet, exc: ClientCrash, loop: Settling | None = None) -> None:
+    """Raise `exc` inside the running greenlet `glet` from the hub's next callback; a `loop`
+    settling a delivery at that moment takes it after the record instead (`loop.defer`).
+
+    Hand-written rather than ``glet.kill(exc, block=False)``: kill too throws from a later hub
+    callback, so a settling check made at the call was stale by the time the exception landed.
+    A consumer whose service sleep ended in the same loop iteration woke first, acked (a socket
+    write, which yields) and took the crash inside the ack: the broker had the ack, the record
+    said ``crashed``, the ledger counted the message lost
+    (test_client_crashes_redeliver_and_restart[activemq], 0.9 ms after the service ended).
+    Deciding inside the callback, when `glet` is switched out, sees its real state."""
+    if not glet:  # not started yet, or already dead: kill handles both
+        glet.kill(exc, block=False)
+        return
+
+    def throw() -> None:
+        if glet.dead:
+            return
+        if loop is not None and loop.settling:
+            loop.defer(exc)
+            return
+        try:
+            glet.throw(exc)
+        except BaseException:  # as gevent's own kill callback: the hub reports, never dies
+            gevent.get_hub().handle_error(glet, *sys.exc_info())
+
+    gevent.get_hub().loop.run_callback(throw)
 
 
 def run_crash_plan(

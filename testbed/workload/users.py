@@ -26,7 +26,7 @@ from testbed.core.reconnect import FIRST_RETRY, next_delay
 from testbed.core.scenario import Scenario
 from testbed.core.seeds import arrival_rng
 from testbed.workload.consumer import ConsumerLoop
-from testbed.workload.crashes import ClientCrash
+from testbed.workload.crashes import ClientCrash, throw_crash
 from testbed.workload.process import (
     LocustStatsListener,
     Process,
@@ -77,17 +77,11 @@ class _MqbedUser(User):
     def crash(self, exc: ClientCrash) -> None:
         """A planned crash (`testbed.workload.crashes`): raised inside this instance's
         greenlet, where it is — except that a consumer settling a delivery takes it after the
-        record (`ConsumerLoop.crash`)."""
-
-        def kill(e: ClientCrash) -> None:
-            if self._greenlet is not None:
-                self._greenlet.kill(e, block=False)
-
+        record (`throw_crash`)."""
+        if self._greenlet is None:
+            return
         loop = getattr(self, "loop", None)
-        if isinstance(loop, ConsumerLoop):
-            loop.crash(exc, kill)
-        else:
-            kill(exc)
+        throw_crash(self._greenlet, exc, loop if isinstance(loop, ConsumerLoop) else None)
 
     def on_start(self) -> None:
         try:

@@ -4,9 +4,12 @@ The crash plan raises a crash inside a consumer's greenlet wherever it is. When 
 the ack (a socket write that can yield to the hub), the broker had the ack, but the consumer
 recorded the delivery as ``crashed``: the message was never redelivered and the ledger counted
 it lost (`test_client_crashes_redeliver_and_restart[activemq]` failed so about one run in 50).
-Here the crash is delivered *during* a real ack, on both brokers: a broken loop kills at once
-(the kill callable is called) or records ``crashed``; a correct one records ``acked``, raises
-the crash right after, and the broker has nothing to redeliver.
+Here the crash is delivered *during* a real ack, on both brokers, through `throw_crash` into a
+real greenlet: a broken loop takes it inside the ack (no record) or records ``crashed``; a
+correct one records ``acked``, raises the crash right after, and the broker has nothing to
+redeliver. The second test is the race that remained (2026-12-02): the crash is called while the
+consumer is still in its service wait, but the wake-up of that wait was scheduled first, so the
+consumer is settling by the time the crash lands.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import time
 import uuid
 from typing import Any
 
+import gevent
+import gevent.event
 import numpy as np
 import pytest
 
@@ -24,7 +29,7 @@ from testbed.brokers.base import Delivery, Destination
 from testbed.core.clock import RunClock
 from testbed.core.scenario_loader import parse_scenario
 from testbed.workload.consumer import ConsumerLoop
-from testbed.workload.crashes import ClientCrash
+from testbed.workload.crashes import ClientCrash, throw_crash
 from testbed.workload.topology import declarations
 
 pytestmark = pytest.mark.integration
@@ -71,10 +76,8 @@ def _drain_one(adapter: Any, queue: str, within: float) -> list[Delivery]:
     return got
 
 
-@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
-def test_a_crash_during_the_ack_comes_after_the_record(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
+def _setup(kind: str, request: pytest.FixtureRequest) -> tuple[Any, str, ConsumerLoop, _Recorder]:
+    """A queue holding one message, and a consumer loop on a connection to it."""
     endpoint: BrokerEndpoint = request.getfixturevalue(kind)
     queue = f"settle-{uuid.uuid4().hex[:8]}"
     s, issues = parse_scenario(SCENARIO.format(kind=kind, q=queue))
@@ -90,31 +93,85 @@ def test_a_crash_during_the_ack_comes_after_the_record(
         s.consumers[0], s, adapter, recorder,  # type: ignore[arg-type]
         RunClock(0), np.random.default_rng(0), "c.0", lambda: False,
     )  # fmt: skip
-    killed: list[ClientCrash] = []
-    try:
-        (d,) = _drain_one(adapter, queue, 10.0)
-        real = d._settle
-        assert real is not None
+    return adapter, queue, loop, recorder
 
-        def settle_under_crash(delivery: Delivery, action: str, requeue: bool) -> None:
-            loop.crash(ClientCrash("consumer_crash", None), killed.append)  # the plan fires
-            real(delivery, action, requeue)
 
-        d._settle = settle_under_crash
-        with pytest.raises(ClientCrash):
-            loop._handle(d)
-        assert killed == [], "the crash was delivered inside the ack, before the record"
-        assert recorder.outcomes == ["acked"]
-        assert not loop.settling
-        # outside a settle a crash goes to the greenlet at once
-        loop.crash(ClientCrash("consumer_crash", None), killed.append)
-        assert len(killed) == 1
-    finally:
-        adapter.abort()  # as a crashed client: no protocol close
-    # the ack reached the broker: nothing comes back to a new consumer
+def _yielding_settle(d: Delivery, before: Any = None) -> None:
+    """Make `d`'s ack yield to the hub first (as a socket write may), after `before()`."""
+    real = d._settle
+    assert real is not None
+
+    def settle(delivery: Delivery, action: str, requeue: bool) -> None:
+        if before is not None:
+            before()
+        gevent.sleep(0)
+        real(delivery, action, requeue)
+
+    d._settle = settle
+
+
+def _nothing_comes_back(endpoint: BrokerEndpoint, kind: str, queue: str) -> None:
+    """The ack reached the broker: nothing comes back to a new consumer."""
     again = make_adapter(endpoint, CLIENTS[kind])
     again.connect()
     try:
         assert _drain_one(again, queue, 2.0) == []
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
+def test_a_crash_during_the_ack_comes_after_the_record(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    adapter, queue, loop, recorder = _setup(kind, request)
+    try:
+        (d,) = _drain_one(adapter, queue, 10.0)
+        holder: list[gevent.Greenlet] = []
+        _yielding_settle(
+            d, lambda: throw_crash(holder[0], ClientCrash("consumer_crash", None), loop)
+        )
+        glet = gevent.spawn(loop._handle, d)
+        holder.append(glet)
+        glet.join(10.0)
+        assert glet.dead
+        assert isinstance(glet.exception, ClientCrash), "the crash was lost"
+        assert recorder.outcomes == ["acked"], "the crash landed inside the ack, before the record"
+        assert not loop.settling
+        # outside a settle a crash lands where the greenlet is: inside its wait
+        waiting = gevent.spawn(gevent.sleep, 5.0)
+        gevent.sleep(0)
+        throw_crash(waiting, ClientCrash("consumer_crash", None), loop)
+        waiting.join(2.0)
+        assert isinstance(waiting.exception, ClientCrash)
+    finally:
+        adapter.abort()  # as a crashed client: no protocol close
+    _nothing_comes_back(request.getfixturevalue(kind), kind, queue)
+
+
+@pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
+def test_a_crash_called_as_the_service_ends_comes_after_the_record(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    adapter, queue, loop, recorder = _setup(kind, request)
+    try:
+        (d,) = _drain_one(adapter, queue, 10.0)
+        _yielding_settle(d)
+        service_over = gevent.event.Event()
+        loop._serve = lambda seconds: service_over.wait(10.0)  # type: ignore[method-assign]
+        glet = gevent.spawn(loop._handle, d)
+        gevent.sleep(0)  # the consumer is in its service wait, not settling
+
+        def end_service_then_crash() -> None:
+            service_over.set()  # its wake-up is scheduled first ...
+            throw_crash(glet, ClientCrash("consumer_crash", None), loop)  # ... then the crash
+
+        assert not loop.settling
+        gevent.spawn(end_service_then_crash).join(2.0)
+        glet.join(10.0)
+        assert glet.dead
+        assert isinstance(glet.exception, ClientCrash), "the crash was lost"
+        assert recorder.outcomes == ["acked"], "the crash landed inside the ack, before the record"
+    finally:
+        adapter.abort()
+    _nothing_comes_back(request.getfixturevalue(kind), kind, queue)

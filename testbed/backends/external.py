@@ -30,9 +30,11 @@ import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import cast
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from testbed.backends.base import Backend, BrokerEndpoint, BrokerKind
+from testbed.core.broker_kinds import KINDS
 from testbed.core.redact import redact_url
 from testbed.exceptions import BackendError, ConfigurationError, NotOwnedError
 
@@ -69,7 +71,10 @@ def parse_broker_urls(urls: Iterable[str], *, source: str = "broker.urls") -> li
                 f"{where}: unsupported URL scheme {scheme!r} in {redact_url(url)!r}; use amqp://, "
                 "stomp:// or (for RabbitMQ's management API) http://"
             )
-        kind: BrokerKind = "rabbitmq" if scheme.startswith("amqp") else "activemq"
+        # the registered kind whose URL scheme this is (amqps is amqp's, stomp+ssl stomp's)
+        kind = cast(
+            BrokerKind, next(k.name for k in KINDS.values() if scheme.startswith(k.url_scheme))
+        )
         if not parts.hostname:
             raise ConfigurationError(f"{where}: no host in {redact_url(url)!r}")
         try:

@@ -37,16 +37,18 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from testbed.backends.base import Backend, BrokerEndpoint
 from testbed.backends.node_driver import NotHealthy
 from testbed.backends.state import HomeLock, NodeRecord, TestbedState
 from testbed.backends.warm_up import WarmUp, warm_up
+from testbed.core.broker_kinds import KINDS as REGISTERED
+from testbed.core.broker_kinds import KindName
 from testbed.exceptions import BackendError, ConfigurationError
 
-Kind = Literal["rabbitmq", "activemq"]
-KINDS: tuple[Kind, ...] = ("rabbitmq", "activemq")
+Kind = KindName
+KINDS: tuple[Kind, ...] = tuple(REGISTERED)  # type: ignore[arg-type]  # the registry's, in order
 DEFAULT_ACTIVEMQ_MEMORY_MB = 256
 """ActiveMQ's memoryUsage limit when `up` is given no `memory_limit_mb`."""
 

@@ -7,7 +7,7 @@ __all__ = ["calibrate", "bench"]
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
@@ -15,7 +15,7 @@ from testbed.cli.app import HomeOpt, JsonOpt, app, out, progress, say, testbed_h
 from testbed.cli.cmd_run import CalibrationOpt
 from testbed.cli.output import json_output
 from testbed.cli.renamed import old_spelling, renamed
-from testbed.core.broker_kinds import KindName
+from testbed.core.broker_kinds import ClientName, KindName
 from testbed.exceptions import AccuracyMiss, MqbedError
 
 QUICK_SCALE = 0.5
@@ -49,7 +49,7 @@ ClientPathOnlyOpt = Annotated[
 def calibrate(
     broker: Annotated[KindName, typer.Option(help="Broker kind.")],
     client: Annotated[
-        Literal["pika", "kombu", "stomp"] | None,
+        ClientName | None,
         typer.Option(
             help="Client library: pika (default) or kombu for rabbitmq, stomp for activemq."
         ),

@@ -19,6 +19,7 @@ __all__ = [
     "KINDS",
     "KindFacts",
     "KindName",
+    "ClientName",
     "client_mismatch",
     "facts",
     "kind_list",
@@ -38,6 +39,9 @@ KindName = Literal["rabbitmq", "activemq"]
 """The registered kinds as a type: the scenario schema's ``broker.kind``, profiles and command
 line choices use it. Extend it with a registration (tests/unit/test_broker_kinds.py checks that
 it names exactly the registered kinds)."""
+ClientName = Literal["pika", "kombu", "stomp"]
+"""Every registered kind's client libraries as a type (``broker.client``, profiles, command
+line choices); tests/unit/test_broker_kinds.py checks it against the registrations."""
 
 
 @dataclass(frozen=True)

@@ -58,16 +58,16 @@ __all__ = [
 ]
 
 import math
-from typing import Literal
 
 import numpy as np
 from pydantic import Field, field_validator
 
+from testbed.core.broker_kinds import ClientName
 from testbed.core.consumer_idle import IdlePoint, idle_curve
 from testbed.core.quantiles import PROBS, QuantileTable, ks_to_sample, mix, quantile_table
 from testbed.core.strict import Strict
 
-Client = Literal["pika", "kombu", "stomp"]
+Client = ClientName
 
 PROTOCOL = 10
 """Revision of the calibration that measures a client path. A cached profile measured by an

@@ -46,7 +46,7 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, KindName
+from testbed.core.broker_kinds import DEFAULT_KIND, KINDS, ClientName, KindName
 from testbed.core.distributions import Deterministic
 from testbed.core.scenario_arrivals import (
     Arrival,
@@ -78,7 +78,7 @@ from testbed.core.units import Size
 class BrokerSpec(Strict):
     kind: KindName = DEFAULT_KIND
     backend: Literal["local", "docker", "external"] = "local"
-    client: Literal["pika", "kombu", "stomp"] | None = None
+    client: ClientName | None = None
     """Client library; defaults to pika for RabbitMQ and stomp for ActiveMQ."""
     nodes: int = Field(1, ge=1, le=5)
     model: Literal["amqp", "threads", "shared_lock"] | None = None

@@ -33,7 +33,7 @@ Path_ = tuple[str | int, ...]
 
 def check_bounds(c: Any, s: Scenario) -> None:
     """Report every bound above to `c` (an error/warn collector of the scenario checks)."""
-    amqp = s.broker.client in ("pika", "kombu")
+    amqp = s.broker.kind in KINDS and KINDS[s.broker.kind].protocol.startswith("AMQP")
     for ci, group in enumerate(s.consumers):
         if amqp and group.prefetch > MAX_PREFETCH:
             c.error(

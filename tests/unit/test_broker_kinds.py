@@ -21,6 +21,7 @@ from testbed.core import broker_kinds
 from testbed.core.broker_kinds import (
     DEFAULT_KIND,
     KINDS,
+    ClientName,
     KindFacts,
     KindName,
     client_mismatch,
@@ -117,6 +118,8 @@ TABLE: dict[str, tuple[object, object]] = {
 def test_the_kinds_and_their_order() -> None:
     assert list(KINDS) == ["rabbitmq", "activemq"]
     assert typing.get_args(KindName) == tuple(KINDS)
+    clients = [c for k in KINDS.values() for c in k.clients]
+    assert typing.get_args(ClientName) == tuple(clients)  # every kind's, in order
     assert DEFAULT_KIND == "rabbitmq"
     fields = {f.name for f in dataclasses.fields(KindFacts)} - {
         "name",

@@ -45,6 +45,27 @@ ClientPathOnlyOpt = Annotated[
 ]
 
 
+ScaleOpt = Annotated[
+    float,
+    typer.Option(
+        min=0.2,
+        max=20,
+        metavar="X",
+        help="Stretch the client-path phases (1 = ~122 s of load; 0.2-20).",
+    ),
+]
+DrawsOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=5,
+        metavar="N",
+        help="Measure the client path N times in a row and pool the draws (each table by the "
+        "median of its quantiles): N x ~2 min; 3 outvotes one slow draw (docs/accuracy.md).",
+    ),
+]
+
+
 @app.command()
 def calibrate(
     broker: Annotated[KindName, typer.Option(help="Broker kind.")],
@@ -71,15 +92,8 @@ def calibrate(
     repeats: Annotated[int, typer.Option(min=1, metavar="N", help="Repetitions per point.")] = 3,
     quick: CalQuickOpt = False,
     client_path_only: ClientPathOnlyOpt = False,
-    scale: Annotated[
-        float,
-        typer.Option(
-            min=0.2,
-            max=20,
-            metavar="X",
-            help="Stretch the client-path phases (1 = ~122 s of load; 0.2-20).",
-        ),
-    ] = 1.0,  # fmt: skip
+    scale: ScaleOpt = 1.0,
+    draws: DrawsOpt = 1,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -117,8 +131,10 @@ def calibrate(
             scale=QUICK_SCALE if quick else scale,
             replicate_on=replicate_on,
             console_line=progress,
+            draws=draws,
         )
         doc["profile"] = str(path)
+        doc["draws"] = len(cp.provenance.pooled) or 1
         doc["fit"] = [{"point": f.point, "n": f.n, "ks": f.ks} for f in cp.fit]
         restart = load_profile(path).restart_time
         doc["restart_time"] = restart.model_dump() if restart is not None else None

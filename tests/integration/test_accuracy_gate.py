@@ -6,8 +6,9 @@ interval (so measurement noise alone cannot fail it), or when the latency KS dis
 the measured and predicted CDFs exceeds ``KS_GATE``. Three live replications give the interval.
 
 The measured interval holds the run's noise, not the calibration's. A miss is therefore judged
-once more with a second, independent client-path calibration taken on the spot (the same
-replications, predicted again); the gate fails when the prediction misses with both. Why: in
+once more with the first client-path calibration pooled with two more taken on the spot (the
+same replications, predicted again; ``SECOND_OPINION_DRAWS``); the gate fails when the
+prediction misses with both. Why: in
 CI on 2026-11-26 the RabbitMQ quickstart's calibration, taken 1 min before the replications on
 a machine with no foreign process (0.009 cores), measured the consumers' client cost at a mean
 2.70 ms per message, where the replications themselves measured 1.53 ms (and three back-to-back
@@ -29,6 +30,7 @@ from typer.testing import CliRunner
 
 from testbed.accuracy import misses
 from testbed.backends.local import LocalBackend
+from testbed.calibrate import pool_profile_files
 from testbed.cli import app
 from testbed.report.build import build_report
 from testbed.report.verdict import verdict_rows
@@ -37,14 +39,14 @@ from tests.integration.quiet import wait_until_quiet
 
 # Both in one xdist group, collected last (tests/conftest.py), each waiting for a quiet machine
 # first (up to 10 min: the other worker's last tests); ~3 min each (calibration ~2 min, 3 × 20 s
-# replications, Spark report; +1.5 min for a second calibration after a miss), so the
+# replications, Spark report; +4.5 min for two more calibrations after a miss), so the
 # suite-wide 300 s limit is too short.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.gate,
     pytest.mark.xdist_group("gate"),
-    pytest.mark.timeout(1500),
+    pytest.mark.timeout(1800),
 ]
 QUICKSTART = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "quickstart.yaml"
 REPLICATIONS = 3
@@ -106,16 +108,29 @@ def _show(text: str, capsys: pytest.CaptureFixture[str]) -> None:
         print(f"\n{text}", flush=True)
 
 
+SECOND_OPINION_DRAWS = 2
+"""Client-path draws taken after a miss, pooled with the first one: three in all, so that one
+slow draw is outvoted (docs/accuracy.md, 2026-12-02: four calibrations interleaved with four
+runs on one quiet machine predicted them with a mean KS of 0.168 one by one and 0.090 as pools
+of three)."""
+
+
 def _recalibrate_and_predict(run_dir: Path, kind: str, home: Path, profile: Path) -> None:
-    """A second, independent client-path calibration of this machine (on the session's broker)
-    and the same run predicted again with it, into ``run_dir/predicted``."""
+    """Two more client-path calibrations of this machine (on the session's broker), pooled
+    with the first one (`pool_profile_files`: every table by the median of its quantiles), and
+    the same run predicted again with the pool, into ``run_dir/predicted``."""
     runner = CliRunner()
     cal = ["calibrate", "--broker", kind, "--client-path-only", "--home", str(home)]
-    result = runner.invoke(app, [*cal, "--profile-out", str(profile)])
-    assert result.exit_code == 0, result.output
+    files = [profile]
+    for n in range(SECOND_OPINION_DRAWS):
+        out = run_dir.parent / f"{kind}-draw{n + 2}.yaml"  # beside the runs, not in the cache
+        result = runner.invoke(app, [*cal, "--profile-out", str(out)])
+        assert result.exit_code == 0, result.output
+        files.append(out)
+    pooled = pool_profile_files(files, run_dir.parent / f"{kind}-pooled.yaml")
     # as many replications as the run's own prediction: the scenario's default is one, and one
     # replication predicted 203.8 msg/s where three gave 195.4 (measured 195.6; 2026-12-01)
-    pred = ["predict", str(run_dir / "scenario.yaml"), "--profile", str(profile)]
+    pred = ["predict", str(run_dir / "scenario.yaml"), "--profile", str(pooled)]
     pred += ["--replications", str(REPLICATIONS)]
     result = runner.invoke(app, [*pred, "--run-dir", str(run_dir), "--home", str(home)])
     assert result.exit_code == 0, result.output
@@ -155,15 +170,15 @@ def test_quickstart_prediction_passes_the_gate(
     if not missed:
         return
     # a second opinion on the calibration, not on the run (module docstring): the same measured
-    # replications, predicted again from an independent client-path calibration taken now
+    # replications, predicted again from the first draw pooled with two taken now
     _recalibrate_and_predict(run_dir, kind, local_backend.home, Path(profile["path"]))
     again, summary = _judge(run_dir, kind)
-    detail = f"{first}\nwith a second calibration:\n{_table(summary)}"
-    _show(f"gate, second calibration:\n{_table(summary)}", capsys)
+    detail = f"{first}\nwith three draws pooled:\n{_table(summary)}"
+    _show(f"gate, three draws pooled:\n{_table(summary)}", capsys)
     assert not again, (
-        f"outside target and measured interval with two calibrations: {again}\n{detail}"
+        f"outside target and measured interval with one and three pooled draws: {again}\n{detail}"
     )
-    # passed on the second calibration: said in the warnings summary, so the spread stays seen
+    # passed with the pooled draws: said in the warnings summary, so the spread stays seen
     warnings.warn(
-        f"the first calibration missed {missed}; a second one passed\n{detail}", stacklevel=1
+        f"the first calibration missed {missed}; three pooled draws passed\n{detail}", stacklevel=1
     )

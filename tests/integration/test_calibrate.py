@@ -76,13 +76,13 @@ def test_quick_calibration(kind: str, fresh_backend: MakeBackend, tmp_path: Path
 
 def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Path) -> None:
     """``mqbed calibrate`` through the installed command, on a broker it starts itself: the
-    profile gets this machine's client path and its broker restart time (one kill with
-    ``--quick``), the JSON document says so, and the broker is gone afterwards."""
+    profile gets this machine's client path (two draws pooled) and its broker restart time (one
+    kill with ``--quick``), the JSON document says so, and the broker is gone afterwards."""
     mqbed = Path(sys.executable).with_name("mqbed")
     out, home = tmp_path / "activemq-here.yaml", tmp_path / "home"
     done = subprocess.run(
         [str(mqbed), "calibrate", "--broker", "activemq", "--client-path-only", "--quick",
-         "--home", str(home), "--profile-out", str(out), "--json"],
+         "--home", str(home), "--profile-out", str(out), "--json", "--draws", "2"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -97,10 +97,16 @@ def test_calibrate_command_measures_the_client_path_and_the_restart(tmp_path: Pa
     assert split.publish + split.receive + split.ack == pytest.approx(2 * cost, rel=0.5), split
     cp = prof.client_path
     assert cp.missing() is None  # of the current calibration revision
+    # --draws 2: measured twice in a row, the tables pooled, the file says over which draws
+    assert doc["draws"] == 2 and len(cp.provenance.pooled) == 2, cp.provenance
+    assert cp.provenance.pooled[0] <= cp.provenance.pooled[1] == cp.provenance.date
+    assert "client path, draw 2 of 2" in done.stderr and "--draws 2" in cp.provenance.command
+    assert "Tables pooled (median of each quantile) over 2 draws" in out.read_text()
     loop = cp.provenance.cpu_loop_ms  # the machine's speed then (testbed.observe.cpu_speed)
     assert loop is not None and loop > 0, cp.provenance
-    # the fault proxy's hop, measured beside (--quick: a quarter of the pairs)
-    assert cp.proxy_hop is not None and cp.proxy_hop.n == 250 and cp.proxy_hop.quantile(0.5) > 0
+    # the fault proxy's hop, measured beside (--quick: a quarter of the pairs, in each draw)
+    hop = cp.proxy_hop
+    assert hop is not None and hop.n == 2 * 250 and hop.quantile(0.5) > 0, hop
     # a prefetch-1 consumer's ack → next waiting start: shorter than the whole delivery path
     turn = cp.turnaround_table(244.0)
     assert turn is not None and {p.rate for p in cp.turnaround} == {244.0, 438.0}

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 import testbed.calibration.machine as machine
+from testbed.calibrate import pool_profile_files
 from testbed.calibration import pooling
 from testbed.calibration.machine import cache_path, machine_profile, write_profile
 from testbed.core.client_path import ClientPath, CpuSplit
 from testbed.core.profile import default_profile, load_profile
 from testbed.core.quantiles import QuantileTable
+from testbed.exceptions import ConfigurationError
 
 
 def _draw(scale: float, minutes_ago: float, **prov: Any) -> ClientPath:
@@ -141,3 +143,30 @@ def test_draws_whose_cpu_was_split_pool_only_with_each_other(tmp_path: Path) -> 
     old = pooling.pooled_with_recent(cache, _with_split(_draw(1.0, 0), None, 4.0e-4))
     assert old.cpu is not None and old.cpu.publish_rest is None
     assert len(old.provenance.pooled) == 2  # and an unsplit newcomer pools only with its kind
+
+
+def test_pool_profile_files_pools_the_files_client_paths(tmp_path: Path) -> None:
+    """The accuracy gate's second opinion: three profile files, one slow, written as one whose
+    tables are the median draw's, with the pooled dates and the header saying so."""
+    files = []
+    for i, (scale, ago) in enumerate(((1.0, 30), (1.6, 20), (1.1, 10))):
+        base = default_profile("rabbitmq", "pika")
+        f = tmp_path / f"draw{i}.yaml"
+        write_profile(base.model_copy(update={"client_path": _draw(scale, ago)}), f)
+        files.append(f)
+    out = pool_profile_files(files, tmp_path / "pooled.yaml")
+    got = load_profile(out).client_path
+    newest = load_profile(files[-1]).client_path
+    assert got is not None and newest is not None
+    for mine, b in zip(got.delivery, newest.delivery, strict=True):
+        assert mine.table.q == pytest.approx(b.table.q)  # the 1.1x draw, not a mean
+    assert len(got.provenance.pooled) == 3
+    assert "Tables pooled (median of each quantile) over 3 draws" in out.read_text()
+    # a file without a client path cannot be pooled: said, nothing written
+    bare = tmp_path / "bare.yaml"
+    write_profile(
+        default_profile("rabbitmq", "pika").model_copy(update={"client_path": None}), bare
+    )
+    with pytest.raises(ConfigurationError, match="each needs a client path"):
+        pool_profile_files([files[0], bare], tmp_path / "never.yaml")
+    assert not (tmp_path / "never.yaml").exists()

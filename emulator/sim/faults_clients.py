@@ -23,6 +23,14 @@ from typing import TYPE_CHECKING, Any
 from emulator.sim.consumers import _AUTO, _RECEIVE, UNLIMITED, Consumer
 from emulator.sim.producers import Producer
 from emulator.sim.recorder import OUTCOME_CODES
+from testbed.core.client_events import (
+    client_down,
+    client_up,
+    crash_ended,
+    crash_skipped,
+    crash_started,
+    on,
+)
 from testbed.core.reconnect import FIRST_RETRY, next_attempt
 from testbed.core.scenario_faults import ClientFault
 
@@ -134,7 +142,7 @@ class ClientFaults:
         """``c`` lost its connection at ``now``; the broker (or the link) takes it again from
         ``up``. Its backoff goes on through later outages: a client still retrying when the
         broker is killed again does not start over at 0.1 s (as the live one does not)."""
-        self.event("client_down", c.name, {"error": "connection lost"})
+        self.event(*on(c.name, client_down("connection lost")))
         t, delay = next_attempt(now, FIRST_RETRY, up)
         self.kernel.call_at(t, self._reconnect, (c, now, delay))
 
@@ -152,7 +160,7 @@ class ClientFaults:
             self.paused_consumers.append(c)
         else:
             c.start(c.queue)
-        self.event("client_up", c.name, {"downtime_s": round(self.kernel.now - since, 6)})
+        self.event(*on(c.name, client_up(self.kernel.now - since)))
 
     @staticmethod
     def _writes_only(p: Producer) -> bool:
@@ -200,7 +208,7 @@ class ClientFaults:
                 p.call(0.0, p.confirmed, (m, 0))
         if until < math.inf:
             if crash is None:
-                self.event("client_down", p.name, {"error": "connection lost"})
+                self.event(*on(p.name, client_down("connection lost")))
             self.kernel.call_at(until, self._producer_up, (p, now, crash, delay))
 
     def _producer_up(self, ev: Any) -> None:
@@ -215,9 +223,9 @@ class ClientFaults:
             return
         if crash is not None:
             group = p.name.rsplit("-", 1)[0]
-            self.event("fault_end", group, {"kind": crash, "instances": [p.name]})
+            self.event(*on(group, crash_ended(crash, p.name)))
             return
-        self.event("client_up", p.name, {"downtime_s": round(self.kernel.now - since, 6)})
+        self.event(*on(p.name, client_up(self.kernel.now - since)))
 
     def _instances(self, f: Any) -> list[Any]:
         pool: Iterable[Any] = (
@@ -240,18 +248,9 @@ class ClientFaults:
         else:
             victims = [c for c in pool if c.active][: getattr(f, "count", 1)]
         if not victims:
-            self.event("fault_skipped", f.target, {"kind": kind, "reason": "no live instance"})
+            self.event(*on(f.target, crash_skipped(kind, "no live instance")))
             return
-        self.event(
-            "fault_start",
-            f.target,
-            {
-                "kind": kind,
-                "index": i,
-                "instances": [v.name for v in victims],
-                "restart_after": restart_after,
-            },
-        )
+        self.event(*on(f.target, crash_started(kind, i, [v.name for v in victims], restart_after)))
         for v in victims:
             if kind == "producer_crash":
                 if restart_after is None:
@@ -277,4 +276,4 @@ class ClientFaults:
         if not c.active and c.queue is not None:
             c.free = max(c.free, self.kernel.now)
             c.start(c.queue)
-        self.event("fault_end", group, {"kind": kind, "instances": [c.name]})
+        self.event(*on(group, crash_ended(kind, c.name)))

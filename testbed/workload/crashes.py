@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import gevent
 
+from testbed.core.client_events import crash_skipped, crash_started
 from testbed.core.faultplan import CrashPlan
 
 
@@ -101,22 +102,11 @@ def run_crash_plan(
             victims = [v for v in victims if getattr(v, "index", None) == plan.instance]
         victims = victims[: plan.count]
         if not victims:
-            event(
-                now(),
-                "fault_skipped",
-                plan.group,
-                {"kind": plan.kind, "reason": "no live instance in this process"},
-            )
+            name, detail = crash_skipped(plan.kind, "no live instance in this process")
+            event(now(), name, plan.group, detail)
             continue
-        event(
-            now(),
-            "fault_start",
-            plan.group,
-            {
-                "kind": plan.kind,
-                "instances": [getattr(v, "name", "?") for v in victims],
-                "restart_after": plan.restart_after,
-            },
-        )
+        names = [getattr(v, "name", "?") for v in victims]
+        name, detail = crash_started(plan.kind, plan.index, names, plan.restart_after)
+        event(now(), name, plan.group, detail)
         for v in victims:
             crash(v, ClientCrash(plan.kind, plan.restart_after))

@@ -22,6 +22,7 @@ from locust import User, task
 from locust.exception import StopUser
 
 from testbed.brokers import make_adapter
+from testbed.core.client_events import client_down, client_up, crash_ended, on
 from testbed.core.reconnect import FIRST_RETRY, next_delay
 from testbed.core.scenario import Scenario
 from testbed.core.seeds import arrival_rng
@@ -114,10 +115,7 @@ class _MqbedUser(User):
                 resume_at = st.clock.now()
                 st.register(self)
                 st.recorder.event(
-                    resume_at,
-                    "fault_end",
-                    self.group_name,
-                    {"kind": crash.kind, "instances": [self.name]},
+                    resume_at, *on(self.group_name, crash_ended(crash.kind, self.name))
                 )
                 continue
             except Exception as e:
@@ -128,15 +126,13 @@ class _MqbedUser(User):
                 down_at = st.clock.now()
                 st.unregister(self)
                 self._abandon()
-                st.recorder.event(down_at, "client_down", self.name, {"error": str(e)[:200]})
+                st.recorder.event(down_at, *on(self.name, client_down(str(e))))
                 if not self._reconnect(st):
                     raise StopUser() from None
                 self.loop.adapter = self.adapter
                 resume_at = st.clock.now()
                 st.register(self)
-                st.recorder.event(
-                    resume_at, "client_up", self.name, {"downtime_s": round(resume_at - down_at, 6)}
-                )
+                st.recorder.event(resume_at, *on(self.name, client_up(resume_at - down_at)))
                 continue
             raise StopUser()
 

@@ -38,12 +38,16 @@ def _show(
     root: Path,
     elapsed: float,
     show_credentials: bool = False,
+    external: bool = False,
 ) -> None:
     """What `mqbed up` prints: each broker's URL with its password masked (a terminal's text
-    ends up in CI logs) unless `show_credentials`; `--json` and the home's state file hold it."""
+    ends up in CI logs) unless `show_credentials`; `--json` and the home's state file hold it.
+    `external`: brokers mqbed did not start, and which it neither records nor stops."""
     for e in endpoints:
         scheme = KINDS[e.kind].url_scheme
-        out.print(f"[bold]{e.name}[/] ({e.kind} {e.version or ''}) pid {e.pid}")
+        what = f"{e.kind} {e.version}" if e.version else e.kind
+        who = "external" if external else f"pid {e.pid}"
+        out.print(f"[bold]{e.name}[/] ({what}) {who}")
         w = warmed.get(e.name)
         if w is not None:
             out.print(
@@ -57,9 +61,13 @@ def _show(
             out.print(f"  prometheus  {e.prometheus_url}/metrics", markup=False)
     if prometheus_url:
         out.print(f"Prometheus  {prometheus_url} (scrapes runs started in {root})", markup=False)
-    out.print(
-        f"healthy after {elapsed:.1f}s; state in {root}; stop with 'mqbed down'", markup=False
-    )
+    if external:
+        out.print(f"reachable after {elapsed:.1f}s; external brokers: mqbed started none of "
+                  "them, and 'mqbed down' leaves them running", markup=False)  # fmt: skip
+    else:
+        out.print(
+            f"healthy after {elapsed:.1f}s; state in {root}; stop with 'mqbed down'", markup=False
+        )
 
 
 @app.command()
@@ -124,7 +132,10 @@ def up(
             prometheus_url=prometheus_url,
         )
         if not as_json:
-            _show(endpoints, warmed, prometheus_url, root, elapsed, show_credentials)
+            _show(
+                endpoints, warmed, prometheus_url, root, elapsed, show_credentials,
+                external=backend == "external",
+            )  # fmt: skip
 
 
 @app.command()

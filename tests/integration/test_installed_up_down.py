@@ -1,11 +1,13 @@
 """``mqbed up`` with several nodes and Prometheus, then ``mqbed down``, through the installed
 console script: two RabbitMQ nodes that each take an AMQP connection, a Prometheus that scrapes
 both, an idempotent second ``up``, and a ``down`` that stops all three, frees their ports and
-leaves nothing recorded."""
+leaves nothing recorded; and ``up --backend external`` on such a broker, which mqbed neither
+records nor stops."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -22,9 +24,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 MQBED = Path(sys.executable).with_name("mqbed")
 
 
-def mqbed(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def mqbed(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(MQBED), *args], capture_output=True, text=True, timeout=180, cwd=cwd
+        [str(MQBED), *args], capture_output=True, text=True, timeout=180, cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
     )  # fmt: skip
 
 
@@ -93,3 +98,43 @@ def test_up_two_nodes_with_prometheus_then_down_stops_everything(tmp_path: Path)
     assert json.loads(mqbed("down", "--home", str(home), "--json", cwd=tmp_path).stdout)[
         "stopped"
     ] == []  # fmt: skip
+
+
+def _amqp_ok(n: dict) -> bool:
+    creds = pika.PlainCredentials(n["username"], n["password"])
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters("127.0.0.1", n["port"], credentials=creds)
+    )
+    ok = conn.is_open
+    conn.close()
+    return ok
+
+
+def test_up_external_names_the_brokers_and_down_leaves_them_running(tmp_path: Path) -> None:
+    own, other = tmp_path / "own", tmp_path / "other"
+    up = mqbed("up", "--broker", "rabbitmq", "--json", "--home", str(own), cwd=tmp_path)
+    assert up.returncode == 0, up.stderr[-3000:]
+    (node,) = json.loads(up.stdout)["brokers"]
+    url = f"amqp://{node['username']}:{node['password']}@127.0.0.1:{node['port']}/"
+    env = {"MQBED_BROKER_URLS": url}
+    try:
+        ext = ["up", "--backend", "external", "--broker", "rabbitmq", "--home", str(other)]
+        doc = json.loads(mqbed(*ext, "--json", cwd=tmp_path, env=env).stdout)
+        (e,) = doc["brokers"]
+        assert doc["ok"] and doc["backend"] == "external" and e["pid"] is None
+        assert (e["port"], e["username"]) == (node["port"], node["username"])
+        text = mqbed(*ext, cwd=tmp_path, env=env)
+        assert text.returncode == 0, text.stderr[-3000:]
+        said = " ".join((text.stdout + text.stderr).split())
+        assert "external brokers: mqbed started none of them" in said, said
+        assert node["password"] not in said  # masked
+        # only the brokers it has none of: all kinds asked, no ActiveMQ URL given -> exit 3
+        every = mqbed("up", "--backend", "external", "--json", "--home", str(other),
+                      cwd=tmp_path, env=env)  # fmt: skip
+        assert every.returncode == 3 and "no activemq URL" in json.loads(every.stdout)["error"]
+        gone = json.loads(mqbed("down", "--home", str(other), "--json", cwd=tmp_path).stdout)
+        assert gone["ok"] and gone["stopped"] == []
+        assert _running(node["pid"]) and _amqp_ok(node)  # not ours to stop through that home
+    finally:
+        down = mqbed("down", "--home", str(own), "--json", cwd=tmp_path)
+    assert json.loads(down.stdout)["stopped"] == ["rabbitmq0"]

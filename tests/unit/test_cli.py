@@ -184,10 +184,12 @@ def test_report_sweep_bench_calibrate_json(tmp_path: Path, monkeypatch: pytest.M
     prof = default_profile("rabbitmq").model_copy(update={"restart_time": restart})
     write_profile(prof, tmp_path / "p.yaml")
     monkeypatch.setattr(testbed.calibrate, "calibrate_machine",
-                        lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(fit=fit)))  # fmt: skip
+                        lambda *a, **kw: (tmp_path / "p.yaml", SimpleNamespace(
+                            fit=fit, provenance=SimpleNamespace(pooled=[]))))  # fmt: skip
     quick = ["calibrate", "--broker", "rabbitmq", "--quick", "--json"]
     doc = one_document(invoke(*quick, "--profile-out", str(tmp_path / "q.yaml")))
     assert doc["profile"] == str(tmp_path / "p.yaml") and doc["fit"][0]["ks"] == 0.04
+    assert doc["draws"] == 1  # one draw, nothing pooled
     assert doc["restart_time"]["mean"] == 7.5 and doc["restart_time"]["samples"] == 2
 
 

@@ -134,7 +134,7 @@ def calibrate(
             draws=draws,
         )
         doc["profile"] = str(path)
-        doc["draws"] = len(cp.provenance.pooled) or 1
+        doc["draws"] = draws
         doc["fit"] = [{"point": f.point, "n": f.n, "ks": f.ks} for f in cp.fit]
         restart = load_profile(path).restart_time
         doc["restart_time"] = restart.model_dump() if restart is not None else None

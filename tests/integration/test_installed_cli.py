@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +21,13 @@ QUICKSTART = ROOT / "workloads" / "scenarios" / "quickstart.yaml"
 MQBED = Path(sys.executable).with_name("mqbed")
 
 
-def mqbed(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def mqbed(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The installed ``mqbed`` with `args` (`env` added to this process's), output captured."""
     return subprocess.run(
-        [str(MQBED), *args], capture_output=True, text=True, timeout=300, cwd=cwd
+        [str(MQBED), *args], capture_output=True, text=True, timeout=300, cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
     )  # fmt: skip
 
 

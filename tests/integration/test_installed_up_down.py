@@ -7,10 +7,7 @@ records nor stops."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -19,18 +16,9 @@ import pika
 import psutil
 import pytest
 
+from tests.integration.test_installed_cli import mqbed
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
-
-MQBED = Path(sys.executable).with_name("mqbed")
-
-
-def mqbed(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(MQBED), *args], capture_output=True, text=True, timeout=180, cwd=cwd,
-        env=None if env is None else {**os.environ, **env},
-    )  # fmt: skip
 
 
 def _running(pid: int) -> bool:

@@ -170,3 +170,22 @@ def test_pool_profile_files_pools_the_files_client_paths(tmp_path: Path) -> None
     with pytest.raises(ConfigurationError, match="each needs a client path"):
         pool_profile_files([files[0], bare], tmp_path / "never.yaml")
     assert not (tmp_path / "never.yaml").exists()
+
+
+def test_zero_draws_are_refused_before_any_broker_starts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from testbed.calibrate import calibrate_machine
+    from testbed.cli import app
+
+    def never(*_: object) -> object:
+        raise AssertionError("no calibration run may start")
+
+    with pytest.raises(ConfigurationError) as e:
+        calibrate_machine("rabbitmq", client=None, home=tmp_path, out=None, micro=None,
+                          scale=1.0, replicate_on=never, console_line=print, draws=0)  # fmt: skip
+    assert str(e.value) == "--draws 0: measure the client path at least once"
+    got = CliRunner().invoke(app, ["calibrate", "--broker", "rabbitmq", "--draws", "6"])
+    assert got.exit_code == 2
+    assert "Invalid value for '--draws': Input should be less than or equal to 5" in got.output
+    assert not (tmp_path / "state.json").exists()

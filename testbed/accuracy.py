@@ -5,9 +5,11 @@ prediction on this machine's calibration profile — measured first when there i
 ``--calibration`` says — then the Spark analysis) — or, for the
 closed-loop saturation case, a sweep — and collects from ``analysis/summary.json`` per metric:
 the measured median with its 95 % interval, the prediction, the relative error, the target and
-whether the prediction lies inside the measured interval. Case-specific checks come on top:
-publish/subscribe fan-out latency, SPECjms2007 per-type median latency, exact ledgers under
-deterministic faults, the saturation point within one sweep step.
+whether the prediction lies inside the measured interval. Case-specific checks come on top
+(`testbed.accuracy_checks`): publish/subscribe fan-out latency, SPECjms2007 per-type median
+latency, exact ledgers under deterministic faults, order violations in and out of order, the
+elastic pool's claim, the saturation point within one sweep step; and checks across two cases
+of one broker (the QoS BE − PC gap, in order against out of order).
 
 Results go to ``docs/accuracy.json`` (a machine reads it) and ``docs/accuracy.md``; with
 ``--only`` the named cases replace theirs in an existing JSON and the others are kept (each
@@ -24,7 +26,6 @@ from __future__ import annotations
 __all__ = ["CASES", "AccuracyCase", "run_accuracy", "accuracy_misses", "all_cases", "misses"]
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -32,10 +33,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 from rich.console import Console
 
+from testbed.accuracy_checks import (
+    check,
+    elastic_checks,
+    fanout_check,
+    ledger_check,
+    order_check,
+    pair_checks,
+    per_type_check,
+)
 from testbed.accuracy_doc import accuracy_misses, markdown, misses, totals
 from testbed.core.broker_kinds import DEFAULT_KIND, KINDS
 from testbed.observe.environment import environment
@@ -50,9 +59,13 @@ class AccuracyCase:
     scenario: str
     """File name in ``workloads/scenarios/``."""
     checks: tuple[str, ...] = ()
-    """Extra checks: ``fanout``, ``per_type``, ``ledger_exact``, ``saturation``."""
+    """Extra checks (`testbed.accuracy_checks`): ``fanout``, ``per_type``, ``ledger_exact``,
+    ``in_order``, ``out_of_order``, ``elastic``, ``saturation``."""
     sweep: tuple[str, ...] = ()
     """``--set`` axes: the case is a sweep."""
+    brokers: tuple[str, ...] = ()
+    """The brokers it runs on when not the default (RabbitMQ, and ActiveMQ per ``ACTIVEMQ``):
+    the tandem's thread counts are ActiveMQ's ``threads`` model."""
     quick_sweep: tuple[str, ...] = ()
     sweep_replications: int = 1
     """Live replications per sweep point: the saturation point is read from the curve, whose
@@ -120,20 +133,24 @@ HOLDOUT_CASES: tuple[AccuracyCase, ...] = (
 accuracy must hold there as well as on the library's own cases."""
 
 ACTIVEMQ = ("quickstart", "fanout", "specjms", "vt-retries", "broker-kill", "qos", "elastic",
-            "closed-loop")  # fmt: skip
+            "closed-loop", "visibility-")  # fmt: skip
 """Library cases (by scenario file) that also run on ActiveMQ; every holdout case does too."""
 
 
 def all_cases() -> list[AccuracyCase]:
-    """Every case on RabbitMQ, those in ``ACTIVEMQ`` on ActiveMQ too, and a kombu quickstart."""
+    """Every case on RabbitMQ, those in ``ACTIVEMQ`` on ActiveMQ too (or the brokers a case
+    names), and a kombu quickstart."""
     base = [c for c in (*CASES, *OPTIONAL_CASES, *HOLDOUT_CASES) if c.path.is_file()]
-    out = [c.on("rabbitmq") for c in base]
-    out += [c.on("activemq") for c in base if _on_activemq(c)]
-    out += [CASES[0].on("rabbitmq", "kombu")]
+    out = [c.on(kind) for kind in KINDS for c in base if _runs_on(c, kind)]
+    out += [CASES[0].on(DEFAULT_KIND, "kombu")]
     return out
 
 
-def _on_activemq(case: AccuracyCase) -> bool:
+def _runs_on(case: AccuracyCase, kind: str) -> bool:
+    if case.brokers:
+        return kind in case.brokers
+    if kind == DEFAULT_KIND:
+        return True
     return case.folder == "holdout" or any(k in case.scenario for k in ACTIVEMQ)
 
 
@@ -141,14 +158,15 @@ OPTIONAL_CASES: tuple[AccuracyCase, ...] = (
     AccuracyCase("QoS experiment, BE", "qos-be.yaml", quick=_SHORT),
     AccuracyCase("QoS experiment, PC", "qos-pc.yaml", quick=_SHORT),
     AccuracyCase("QoS experiment, PCM", "qos-pcm.yaml", quick=_SHORT),
-    AccuracyCase("elastic ramp (500 msg/s, pool 1)", "elastic-ramp-500-pool1.yaml"),
+    AccuracyCase(
+        "elastic ramp (500 msg/s, pool 1)", "elastic-ramp-500-pool1.yaml", ("elastic",)
+    ),  # fmt: skip
+    AccuracyCase("in-order delivery under failures", "visibility-in-order.yaml", ("in_order",)),
+    AccuracyCase(
+        "out-of-order delivery under failures", "visibility-out-of-order.yaml", ("out_of_order",)
+    ),  # fmt: skip
+    AccuracyCase("tandem N1 = 1, N2 = 3", "tandem-n1-1-n2-3.yaml", brokers=("activemq",)),
 )
-
-TARGETS = {
-    "fanout_latency_mean": 0.15,
-    "per_type_p50": 0.15,
-    "per_type_p95": 0.25,
-}
 
 
 def _scenario_text(case: AccuracyCase, quick: bool) -> str:
@@ -207,38 +225,21 @@ def _rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: m.get(k) for k in keep} for m in summary.get("metrics", [])]
 
 
-def _overall(rows: list[dict[str, Any]], metric: str) -> dict[str, Any] | None:
-    return next((r for r in rows if r["metric"] == metric and r["queue"] is None), None)
-
-
-def _check(name: str, target: Any, value: Any, ok: bool | None, note: str = "") -> dict[str, Any]:
-    return {"check": name, "target": target, "value": value, "ok": ok, "note": note}
-
-
-def _per_type_check(run_dir: Path, figure: str = "latency_p50_s") -> dict[str, Any]:
-    """Worst relative error over message types of one per-type latency figure."""
-    target = TARGETS["per_type_p50" if figure == "latency_p50_s" else "per_type_p95"]
-    name = f"per-type {figure.removeprefix('latency_').removesuffix('_s')} latency, worst type"
-    path = run_dir / "analysis" / "latency_by_type.parquet"
-    if not path.is_file():
-        return _check(name, target, None, None, "no per-type table")
-    t = pd.read_parquet(path)
-    med = t.groupby(["source", "flow"])[figure].median().unstack(0)
-    if "predicted" not in med or "measured" not in med:
-        return _check(name, target, None, None, "one side missing")
-    err = ((med.predicted - med.measured) / med.measured).dropna()
-    worst = float(err.abs().max()) if len(err) else math.nan
-    detail = {str(k): round(float(v), 4) for k, v in err.items()}
-    return _check(name, target, worst, bool(worst <= target), json.dumps(detail))
-
-
-def _ledger_check(summary: dict[str, Any]) -> dict[str, Any]:
-    led = summary.get("ledger") or {}
-    m, p = led.get("measured") or {}, led.get("predicted") or {}
-    keys = ("lost", "duplicated", "dead_lettered")
-    diff = {k: (m.get(k), p.get(k)) for k in keys if m.get(k) != p.get(k)}
-    return _check("ledger exact (lost, duplicated, dead-lettered)", "equal",
-                  {k: (m.get(k), p.get(k)) for k in keys}, not diff)  # fmt: skip
+def _case_checks(case: AccuracyCase, run_dir: Path, rows: list[dict[str, Any]],
+                 summary: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """The case's own checks (``AccuracyCase.checks``; `testbed.accuracy_checks`)."""
+    checks = []
+    if "fanout" in case.checks:
+        checks.append(fanout_check(rows))
+    if "per_type" in case.checks:
+        checks += [per_type_check(run_dir), per_type_check(run_dir, "latency_p95_s")]
+    if "ledger_exact" in case.checks:
+        checks.append(ledger_check(summary))
+    if "in_order" in case.checks or "out_of_order" in case.checks:
+        checks.append(order_check(summary, in_order="in_order" in case.checks))
+    if "elastic" in case.checks:
+        checks += elastic_checks(run_dir)
+    return checks
 
 
 def _earlier(work: Path, case: AccuracyCase, text: str) -> Path | None:
@@ -283,10 +284,10 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
             gap = abs(float(m["x"]) - float(p["x"]))
             value = {"measured": m["x"], "predicted": p["x"]}
             out["checks"] = [
-                _check("saturation point", f"within one step ({step:g})", value, gap <= step)
+                check("saturation point", f"within one step ({step:g})", value, gap <= step)
             ]
         else:
-            out["checks"] = [_check("saturation point", "within one step", {"measured": m,
+            out["checks"] = [check("saturation point", "within one step", {"measured": m,
                                     "predicted": p}, None, "not reached on one side")]  # fmt: skip
         out["rows"] = []
     else:
@@ -297,17 +298,9 @@ def _run_case(case: AccuracyCase, *, quick: bool, reps: int, home: Path, work: P
         build_report([run_dir], console=console)
         summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
         rows = _rows(summary)
-        checks = []
-        if "fanout" in case.checks:
-            lat = _overall(rows, "latency_mean_s") or {}
-            err = lat.get("rel_error")
-            ok = None if err is None else abs(err) <= TARGETS["fanout_latency_mean"]
-            checks.append(_check("fan-out latency mean", TARGETS["fanout_latency_mean"], err, ok))
-        if "per_type" in case.checks:
-            checks.append(_per_type_check(run_dir))
-            checks.append(_per_type_check(run_dir, "latency_p95_s"))
-        if "ledger_exact" in case.checks:
-            checks.append(_ledger_check(summary))
+        checks = _case_checks(case, run_dir, rows, summary)
+        if summary.get("qos_loss"):  # for the BE − PC pair check (pair_checks)
+            out["qos_loss"] = summary["qos_loss"]
         out["profile"] = _profile_text(summary.get("profile") or {})
         out.update(run_dir=_shown(run_dir), rows=rows, checks=checks,
                    verdict=summary.get("verdict"))  # fmt: skip
@@ -385,7 +378,8 @@ def _write(doc: dict[str, Any], out_md: Path, only: list[str] | None, quick: boo
             cases = merged + list(fresh.values())
             # interrupted or not is this run's state, never an earlier run's
             doc = {**old, **doc, "cases": cases, "interrupted": bool(doc.get("interrupted"))}
-    doc["totals"] = totals(doc["cases"])
+    doc["pairs"] = pair_checks(doc["cases"])  # over the merged cases: a pair may span re-runs
+    doc["totals"] = totals(doc["cases"], doc["pairs"])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     out_md.write_text(markdown(doc, [c.name for c in all_cases()]), encoding="utf-8")

@@ -33,13 +33,16 @@ def misses(case: dict[str, Any]) -> list[str]:
 
 
 def accuracy_misses(json_path: Path) -> list[str]:
-    """``case: metric, ...`` for every case of a written suite that missed."""
+    """``case: metric, ...`` for every case of a written suite that missed, and every failed
+    check across two cases (``pairs``)."""
     doc = json.loads(json_path.read_text(encoding="utf-8"))
-    return [f"{c['case']}: {', '.join(misses(c))}" for c in doc.get("cases", []) if misses(c)]
+    out = [f"{c['case']}: {', '.join(misses(c))}" for c in doc.get("cases", []) if misses(c)]
+    return out + [f"pair: {p['check']}" for p in doc.get("pairs", []) if p.get("ok") is False]
 
 
-def totals(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Across cases: whole-run metrics within target and inside the measured interval."""
+def totals(cases: list[dict[str, Any]], pairs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Across cases: whole-run metrics within target and inside the measured interval; the
+    checks across two cases that passed."""
     rows = [r for c in cases for r in c.get("rows", []) if r.get("queue") is None]
     judged = [r for r in rows if r.get("within_target") is not None]
     with_ci = [r for r in rows if r.get("inside_measured_ci") is not None]
@@ -51,6 +54,8 @@ def totals(cases: list[dict[str, Any]]) -> dict[str, Any]:
         "inside_interval": sum(bool(r["inside_measured_ci"]) for r in with_ci),
         "worst_ks": max(ks) if ks else None,
         "cases_missing": [c["case"] for c in cases if misses(c)],
+        "pairs": len([p for p in pairs if p.get("ok") is not None]),
+        "pairs_ok": sum(p.get("ok") is True for p in pairs),
     }
 
 
@@ -143,7 +148,12 @@ def _overview(doc: dict[str, Any], expected: Sequence[str]) -> list[str]:
         "",
         f"Whole-run metrics within target: {pct(t['within_target'], t['metrics'])}; inside the "
         f"measured 95 % interval: {pct(t['inside_interval'], t['with_interval'])}; worst latency "
-        f"KS distance {_fmt(t['worst_ks'])}.",
+        f"KS distance {_fmt(t['worst_ks'])}"
+        + (
+            f"; checks across two cases passed: {t['pairs_ok']} of {t['pairs']}."
+            if t.get("pairs")
+            else "."
+        ),
         "",
         "| case | within target | inside CI | latency KS | misses (outside target and CI) |",
         "|---|---|---|---|---|",
@@ -162,4 +172,16 @@ def _overview(doc: dict[str, Any], expected: Sequence[str]) -> list[str]:
         )
     if missing:
         lines += ["", f"Not run for this document ({len(missing)}): " + "; ".join(missing) + "."]
+    return [*lines, "", *_pairs(doc.get("pairs") or [])]
+
+
+def _pairs(pairs: Sequence[dict[str, Any]]) -> list[str]:
+    """Checks across two cases of one broker (`testbed.accuracy_checks.pair_checks`)."""
+    if not pairs:
+        return []
+    lines = ["Across two cases of one broker:", ""]
+    for p in pairs:
+        note = f"; {p['note']}" if p.get("note") else ""
+        lines.append(f"- **{p['check']}**: {_fmt(p['value'])} (target: {p['target']}{note}) "
+                     f"{_fmt(p['ok'])}")  # fmt: skip
     return [*lines, ""]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.accuracy import CASES, SCENARIOS, _ledger_check, _per_type_check, all_cases
+from testbed.accuracy import CASES, SCENARIOS, all_cases
+from testbed.accuracy_checks import ledger_check, per_type_check
 from testbed.accuracy_doc import markdown, misses, totals
 
 
@@ -19,9 +20,9 @@ def test_every_case_names_a_library_scenario() -> None:
 def test_ledger_check_is_exact() -> None:
     same = {"ledger": {"measured": {"lost": 3, "duplicated": 0, "dead_lettered": 1},
                        "predicted": {"lost": 3, "duplicated": 0, "dead_lettered": 1}}}  # fmt: skip
-    assert _ledger_check(same)["ok"] is True
+    assert ledger_check(same)["ok"] is True
     off = {"ledger": {"measured": {"lost": 3}, "predicted": {"lost": 2}}}
-    assert _ledger_check(off)["ok"] is False
+    assert ledger_check(off)["ok"] is False
 
 
 def test_per_type_check_takes_the_worst_type(tmp_path: Path) -> None:
@@ -38,7 +39,7 @@ def test_per_type_check_takes_the_worst_type(tmp_path: Path) -> None:
     ).assign(latency_p95_s=lambda f: f.latency_p50_s * 2).to_parquet(
         tmp_path / "analysis" / "latency_by_type.parquet"
     )
-    check = _per_type_check(tmp_path)
+    check = per_type_check(tmp_path)
     assert abs(check["value"] - 0.25) < 1e-12  # type b: 25 ms vs 20 ms
     assert check["ok"] is False and '"a": 0.06' in check["note"]  # median of a's = 10.6 ms
 

@@ -158,9 +158,10 @@ OPTIONAL_CASES: tuple[AccuracyCase, ...] = (
     AccuracyCase("QoS experiment, BE", "qos-be.yaml", quick=_SHORT),
     AccuracyCase("QoS experiment, PC", "qos-pc.yaml", quick=_SHORT),
     AccuracyCase("QoS experiment, PCM", "qos-pcm.yaml", quick=_SHORT),
-    AccuracyCase(
-        "elastic ramp (500 msg/s, pool 1)", "elastic-ramp-500-pool1.yaml", ("elastic",)
-    ),  # fmt: skip
+    AccuracyCase("elastic ramp (500 msg/s, pool 1)", "elastic-ramp-500-pool1.yaml"),
+    # the pool's claim is judged on the paper's configuration (2-slot hosts, the NPP-sized pool);
+    # with 1-slot hosts a pool of 1 lets consumers wait (docs/models.md §7)
+    AccuracyCase("elastic ramp (500 msg/s, NPP pool)", "elastic-ramp-500-npp.yaml", ("elastic",)),
     AccuracyCase("in-order delivery under failures", "visibility-in-order.yaml", ("in_order",)),
     AccuracyCase(
         "out-of-order delivery under failures", "visibility-out-of-order.yaml", ("out_of_order",)

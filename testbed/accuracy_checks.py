@@ -14,9 +14,10 @@ side is missing. Per case (the case's ``checks`` names which):
 
 Across two cases of one broker (``pair_checks``, over the suite's results):
 
-- the QoS experiment's BE − PC loss-rate gap, measured and simulated, within 25 % of the
-  closed form's (issue 17: the best-effort level's transient subscription loses what arrives
-  while its consumer is down, which PC's durable queue keeps);
+- the QoS experiment's BE − PC gap in the rate of accepted messages lost (lost + unroutable),
+  measured and simulated, within 25 % of the closed form's (issue 17: the best-effort level's
+  transient subscription loses what arrives while its consumer is down, which PC's durable
+  queue keeps; the consumer-down term is most of it);
 - in-order delivery markedly slower than out-of-order under the same failures: the ratio of
   their mean latencies at least ``IN_ORDER_SLOWER`` on both sides.
 """
@@ -168,21 +169,35 @@ def _variant(case: dict[str, Any]) -> str:
     return found.group(1) if found else ""
 
 
+def _accepted_losses(row: dict[str, Any]) -> list[int]:
+    """Per replication, messages the broker accepted and no consumer got: ``lost`` plus
+    ``unroutable`` (a transient subscription's drops). The sends refused while the broker was
+    down are left out: both levels refuse them alike, and how many depends on how long each
+    restart took and when the clients' reconnect backoff found the broker up again (7.2-9.4 s
+    a kill in one RabbitMQ run, 978-1,425 refused sends a PC replication): noise far larger
+    than the gap itself."""
+    lost, unroutable = row.get("lost") or [], row.get("unroutable") or []
+    return [a + b for a, b in zip(lost, unroutable, strict=False)]
+
+
 def _loss_gaps(be: dict[str, Any], pc: dict[str, Any], source: str) -> tuple[float, Any] | None:
-    """BE − PC loss rate of one side, replication by replication (both runs draw the same seeded
-    faults in their n-th replication), with the t interval of the differences."""
+    """BE − PC rate of accepted messages lost (``_accepted_losses``) on one side, replication
+    by replication (both runs draw the same seeded faults in their n-th replication), with the
+    t interval of the differences."""
     rows = [next((r for r in q["rows"] if r["source"] == source), None) for q in (be, pc)]
-    if None in rows or any(not r.get("undelivered") for r in rows if r):
+    counts = [_accepted_losses(r) if r else [] for r in rows]
+    if not all(counts):
         return None
     spans = [q["window"][1] - q["window"][0] for q in (be, pc)]
-    rates = [[u / span for u in r["undelivered"]] for r, span in zip(rows, spans, strict=True)]  # type: ignore[index]
-    diffs = [a - b for a, b in zip(*rates, strict=False)]
+    diffs = [x / spans[0] - y / spans[1] for x, y in zip(*counts, strict=False)]
     return sum(diffs) / len(diffs), t_interval(diffs)
 
 
 def _qos_gap(be: dict[str, Any], pc: dict[str, Any], label: str) -> dict[str, Any]:
+    """Against the closed form's gap of the same quantity: BE − PC of its ``lost_rate +
+    unroutable_rate`` (its total without the broker-down term, which both levels share)."""
     closed = [next(r for r in q["rows"] if r["source"] == "closed_form") for q in (be, pc)]
-    form = closed[0]["loss_rate"] - closed[1]["loss_rate"]
+    form = sum(closed[0][k] - closed[1][k] for k in ("lost_rate", "unroutable_rate"))
     measured, simulated = _loss_gaps(be, pc, "measured"), _loss_gaps(be, pc, "simulated")
     value: dict[str, Any] = {"closed form": round(form, 3)}
     ok: bool | None = None
@@ -192,7 +207,7 @@ def _qos_gap(be: dict[str, Any], pc: dict[str, Any], label: str) -> dict[str, An
         ok = form > 0 and max(errors) <= QOS_GAP_TARGET
     ci = measured[1] if measured else None
     note = "" if ci is None else f"measured 95 % interval [{ci[0]:.3g}, {ci[1]:.3g}] msg/s"
-    return check(f"QoS BE − PC loss-rate gap, msg/s [{label}]",
+    return check(f"QoS BE − PC gap, accepted messages lost, msg/s [{label}]",
                  f"measured and simulated within {100 * QOS_GAP_TARGET:g} % of the closed form",
                  value, ok, note)  # fmt: skip
 

@@ -45,7 +45,13 @@ from testbed.accuracy_checks import (
     pair_checks,
     per_type_check,
 )
-from testbed.accuracy_doc import accuracy_misses, markdown, misses, totals
+from testbed.accuracy_doc import (
+    accuracy_misses,
+    kept_notes,
+    markdown,
+    misses,
+    totals,
+)
 from testbed.core.broker_kinds import DEFAULT_KIND, KINDS
 from testbed.observe.environment import environment
 
@@ -383,4 +389,5 @@ def _write(doc: dict[str, Any], out_md: Path, only: list[str] | None, quick: boo
     doc["totals"] = totals(doc["cases"], doc["pairs"])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    out_md.write_text(markdown(doc, [c.name for c in all_cases()]), encoding="utf-8")
+    notes = kept_notes(out_md.read_text(encoding="utf-8")) if out_md.is_file() else ""
+    out_md.write_text(markdown(doc, [c.name for c in all_cases()], notes), encoding="utf-8")

@@ -7,13 +7,33 @@ suite's JSON document.
 
 from __future__ import annotations
 
-__all__ = ["misses", "accuracy_misses", "totals", "markdown"]
+__all__ = ["misses", "accuracy_misses", "totals", "markdown", "kept_notes", "shown_command"]
 
 import json
 import math
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository: what documents show paths relative to."""
+
+
+def shown_command(argv: list[str]) -> str:
+    """A command line as documents show it: an absolute path inside the repository relative to
+    it, one elsewhere (a ``--home`` in the temporary directory) as ``<its name>``; documents
+    never hold an absolute path of the machine."""
+
+    def arg(a: str) -> str:
+        key, eq, value = a.partition("=") if a.startswith("--") else ("", "", a)
+        if not value.startswith("/"):
+            return a
+        p = Path(value).resolve()
+        shown = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else f"<{p.name}>"
+        return f"{key}{eq}{shown}"
+
+    return shlex.join([arg(a) for a in argv])
 
 
 def misses(case: dict[str, Any]) -> list[str]:
@@ -87,17 +107,31 @@ def _target(r: dict[str, Any]) -> str:
     return f"±{t:g} msg" if kind == "abs_error_msgs" else f"±{100 * t:g} %"
 
 
-def markdown(doc: dict[str, Any], expected: Sequence[str] = ()) -> str:
+PRODUCED_BY = "Produced by `"
+
+
+def kept_notes(old_markdown: str) -> str:
+    """The hand-written part of an accuracy document — what follows its title and precedes the
+    generated ``Produced by`` line (the state of the document, the log of accuracy sessions) —
+    so that a run of the suite rewrites the tables and keeps the notes."""
+    lines = old_markdown.splitlines()
+    end = next((i for i, line in enumerate(lines) if line.startswith(PRODUCED_BY)), None)
+    if end is None or not lines or not lines[0].startswith("# "):
+        return ""
+    return "\n".join(lines[1:end]).strip()
+
+
+def markdown(doc: dict[str, Any], expected: Sequence[str] = (), notes: str = "") -> str:
+    """The document; ``notes`` (see ``kept_notes``) go between the title and the tables."""
     h = doc.get("host") or {}
     host = f"{h.get('name', '?')}, {h.get('cpus', '?')} CPUs, " + (
         f"{h['memory_bytes'] / 2**30:.0f} GiB" if h.get("memory_bytes") else "? GiB"
     )
     quick = " (quick: machinery check, not numbers)" if doc["quick"] else ""
     quick += " — interrupted, cases that finished only" if doc.get("interrupted") else ""
-    lines = [
-        f"# Prediction accuracy{quick}",
-        "",
-        f"Produced by `{doc['command']}` on {doc['date']} ({host}; a case re-run alone names its "
+    lines = [f"# Prediction accuracy{quick}", ""] + ([notes, ""] if notes else [])
+    lines += [
+        f"{PRODUCED_BY}{doc['command']}` on {doc['date']} ({host}; a case re-run alone names its "
         f"own command); {doc['replications']} replication(s) per scenario, each predicted with "
         "the profile its section names. Relative error = (predicted − measured) / measured; "
         "“in CI” = the prediction lies inside the measured 95 % interval.",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 __all__ = ["calibrate", "bench"]
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -176,12 +175,13 @@ def _accuracy(
 ) -> None:
     """The accuracy suite; AccuracyMiss (exit 5) when a case missed, unless told not to."""
     from testbed.accuracy import accuracy_misses, run_accuracy
+    from testbed.accuracy_doc import shown_command
 
     report_only = options.pop("report_only")
     path = run_accuracy(
         target,
         only=only,
-        command=shlex.join(["mqbed", "bench", *sys.argv[2:]]),
+        command=shown_command(["mqbed", "bench", *sys.argv[2:]]),
         progress=progress,
         **options,
     )

@@ -19,7 +19,7 @@ from testbed.accuracy_checks import (
     order_check,
     pair_checks,
 )
-from testbed.accuracy_doc import accuracy_misses
+from testbed.accuracy_doc import accuracy_misses, kept_notes
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"
 
@@ -179,3 +179,34 @@ def test_the_suite_runs_the_semantics_experiments_on_their_brokers() -> None:
         assert cases[f"elastic ramp (500 msg/s, NPP pool) [{kind}]"].checks == ("elastic",)
     assert "tandem N1 = 1, N2 = 3 [activemq]" in cases
     assert "tandem N1 = 1, N2 = 3 [rabbitmq]" not in cases
+
+
+def test_a_rewrite_keeps_the_documents_hand_written_notes(tmp_path: Path) -> None:
+    """The notes between the title and the generated ``Produced by`` line (the state of the
+    document and the log of accuracy sessions) survive a run that rewrites the tables."""
+    out = tmp_path / "accuracy.md"
+    doc = {"command": "mqbed bench", "date": "d", "host": {}, "replications": 3, "quick": False,
+           "cases": []}  # fmt: skip
+    _write(doc, out, None, False)
+    assert kept_notes(out.read_text()) == ""  # a first document has none
+    first = out.read_text().splitlines()
+    notes = "**State of this document.** Two sessions:\n\n- *day 2*: ...\n- *day 1*: ..."
+    out.write_text("\n".join([first[0], "", notes, "", *first[2:]]))
+    _write({**doc, "command": "mqbed bench again"}, out, None, False)
+    text = out.read_text()
+    assert text.startswith(f"# Prediction accuracy\n\n{notes}\n\nProduced by `mqbed bench again`")
+    assert text.count("Produced by `") == 1 and "mqbed bench`" not in text
+    assert (
+        kept_notes("no title\nProduced by `x`") == "" and kept_notes("# T\nno generated part") == ""
+    )
+
+
+def test_the_recorded_command_holds_no_absolute_path_of_the_machine() -> None:
+    from testbed.accuracy_doc import ROOT, shown_command
+
+    argv = ["mqbed", "bench", "--home", "/tmp/x/home", f"--report={ROOT}/docs/accuracy.md",
+            "--only", "quickstart [rabbitmq]", "--out", "runs/s1"]  # fmt: skip
+    assert shown_command(argv) == (
+        "mqbed bench --home '<home>' --report=docs/accuracy.md --only 'quickstart [rabbitmq]'"
+        " --out runs/s1"
+    )

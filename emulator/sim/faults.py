@@ -119,6 +119,8 @@ class FaultSim(ClientFaults, Link):
         self.awaiting: dict[Producer, set[int]] = {}  # publishes waiting for their confirm
         self.down_until: dict[Producer, float] = {}
         self.dead: set[Producer] = set()
+        self.reconnecting: dict[Consumer, float] = {}
+        self.restarting: set[Producer] = set()
         self.unaware: dict[Producer, float] = {}  # writers not yet aware of a kill: up time
         self.forget_acks = True  # a kill (not a graceful restart) forgets unsynced acks
         self.net = NetFaults(self)

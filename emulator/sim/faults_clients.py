@@ -61,6 +61,12 @@ class ClientFaults:
     down_until: dict[Producer, float]
     dead: set[Producer]
     unaware: dict[Producer, float]
+    reconnecting: dict[Consumer, float]
+    """Consumers between a lost connection and their reconnect, by the time they lost it (a
+    pending ``_reconnect`` of another time is stale: a crash ended that chain)."""
+    restarting: set[Producer]
+    """Producers down by a crash until their restart has connected (not a crash target, as
+    live: the instance is not running)."""
 
     def event(self, kind: str, target: str, detail: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -143,12 +149,16 @@ class ClientFaults:
         ``up``. Its backoff goes on through later outages: a client still retrying when the
         broker is killed again does not start over at 0.1 s (as the live one does not)."""
         self.event(*on(c.name, client_down("connection lost")))
+        self.reconnecting[c] = now
         t, delay = next_attempt(now, FIRST_RETRY, up)
         self.kernel.call_at(t, self._reconnect, (c, now, delay))
 
     def _reconnect(self, ev: Any) -> None:
         c, since, delay = ev.value
+        if self.reconnecting.get(c) != since:  # crashed meanwhile: its restart takes over
+            return
         if c.active or c.queue is None:
+            del self.reconnecting[c]
             return
         if self.killed:  # down again since the attempt was planned: this try fails
             t, delay = next_attempt(self.kernel.now, delay, self.up_at)
@@ -160,6 +170,7 @@ class ClientFaults:
             self.paused_consumers.append(c)
         else:
             c.start(c.queue)
+        del self.reconnecting[c]
         self.event(*on(c.name, client_up(self.kernel.now - since)))
 
     @staticmethod
@@ -196,11 +207,14 @@ class ClientFaults:
         """``p`` is cut off until ``until`` (its first connection attempt after the outage):
         by a lost connection (``client_down``/``client_up`` rows) or by its own crash
         (``crash``: the group's ``fault_end`` row on the restart). One already retrying keeps
-        its backoff: the planned attempt finds out whether the broker is up."""
+        its backoff through a lost connection (the planned attempt finds out whether the broker
+        is up); a crash ends the retrying, and the restart connects from ``until``."""
         now = self.kernel.now
         down = self.down_until.get(p, -1.0)
-        if down > until or (crash is None and down > now):  # already cut off
+        if crash is None and down > now:  # already cut off
             return
+        if crash is not None:  # it ends a reconnect in progress, as live
+            self.restarting.add(p)
         self.down_until[p] = until
         waiting = self.awaiting.pop(p, set())  # they stay unconfirmed
         if p.closed:  # its loop waited for the one confirm: it goes on (sends missed till `until`)
@@ -222,6 +236,7 @@ class ClientFaults:
             self.kernel.call_at(t, self._producer_up, (p, since, crash, delay))
             return
         if crash is not None:
+            self.restarting.discard(p)
             group = p.name.rsplit("-", 1)[0]
             self.event(*on(group, crash_ended(crash, p.name)))
             return
@@ -244,9 +259,11 @@ class ClientFaults:
             pool = [x for x in pool if x.name == f"{f.target}-{instance}"]
         victims: list[Any]
         if kind == "producer_crash":
-            victims = [p for p in pool if not p.done and p not in self.dead][: f.count]
-        else:
-            victims = [c for c in pool if c.active][: getattr(f, "count", 1)]
+            victims = [p for p in pool if not (p.done or p in self.dead or p in self.restarting)]
+            victims = victims[: f.count]
+        else:  # a consumer retrying its connection is a running process too: it crashes
+            victims = [c for c in pool if c.active or c in self.reconnecting]
+            victims = victims[: getattr(f, "count", 1)]
         if not victims:
             self.event(*on(f.target, crash_skipped(kind, "no live instance")))
             return
@@ -257,9 +274,11 @@ class ClientFaults:
                     self.dead.add(v)
                     v.max = v.sent
                 until = math.inf if restart_after is None else now + restart_after
+                self.unaware.pop(v, None)  # its dead connection goes with it, unwritten
                 self._producer_down(v, until, crash=kind)
                 continue
-            self.give_back(self._disconnect(v, now))
+            if self.reconnecting.pop(v, None) is None:  # else already disconnected
+                self.give_back(self._disconnect(v, now))
             if restart_after is not None:
                 t = now + restart_after
                 self.kernel.call_at(t, self._restarted, (v, kind, f.target, FIRST_RETRY))

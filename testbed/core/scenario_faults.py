@@ -50,7 +50,9 @@ class BrokerFault(Strict):
 
 
 class ClientFault(Strict):
-    """Abrupt crash of client processes: no acks, no clean close."""
+    """Abrupt crash of client processes: no acks, no clean close. An instance retrying its
+    connection (the broker is down) is a running process and crashes too; one that is itself
+    restarting from a crash is not there to crash (a ``fault_skipped`` event)."""
 
     kind: Literal["consumer_crash", "producer_crash"]
     at: NonNeg

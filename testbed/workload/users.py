@@ -67,9 +67,13 @@ class _MqbedUser(User):
     def _connect(self) -> Any:
         st = process_state(self.environment)
         adapter = make_adapter(st.endpoint(self.kind == 1), st.scenario.broker.client)
-        adapter.connect()
-        # idempotent; ActiveMQ routes exchanges client-side from the declarations it has seen
-        adapter.declare(declarations(st.scenario))
+        try:
+            adapter.connect()
+            # idempotent; ActiveMQ routes exchanges client-side from the declarations it has seen
+            adapter.declare(declarations(st.scenario))
+        except BaseException:  # a crash or error half way must not leave a connection open
+            adapter.abort()  # (one holding an exclusive queue would keep it alive)
+            raise
         return adapter
 
     def _make_loop(self, st: Process) -> Any:
@@ -104,37 +108,55 @@ class _MqbedUser(User):
             try:
                 self._run(st, resume_at)
             except ClientCrash as crash:
-                st.unregister(self)
-                self._abandon()
-                if crash.restart_after is None or st.stopping:
-                    raise StopUser() from None
-                time.sleep(crash.restart_after)
-                if st.stopping or not self._restart(st):
-                    raise StopUser() from None
-                self.loop.adapter = self.adapter
-                resume_at = st.clock.now()
-                st.register(self)
-                st.recorder.event(
-                    resume_at, *on(self.group_name, crash_ended(crash.kind, self.name))
-                )
+                resume_at = self._recover(st, crash)
                 continue
             except Exception as e:
                 errors = type(self.loop.adapter).connection_errors
                 if not isinstance(e, errors) or st.stopping:
                     self._failed("run", e)
                     raise
-                down_at = st.clock.now()
-                st.unregister(self)
-                self._abandon()
-                st.recorder.event(down_at, *on(self.name, client_down(str(e))))
-                if not self._reconnect(st):
-                    raise StopUser() from None
-                self.loop.adapter = self.adapter
-                resume_at = st.clock.now()
-                st.register(self)
-                st.recorder.event(resume_at, *on(self.name, client_up(resume_at - down_at)))
+                resume_at = self._recover(st, e)
                 continue
             raise StopUser()
+
+    def _recover(self, st: Process, cause: BaseException) -> float:
+        """Come back from a crash or a lost connection; returns the run clock's time it
+        resumed at (StopUser if it gave up or the run stops). An instance retrying its
+        connection after a lost one is a running process: a planned crash meanwhile takes it
+        down as it would a connected one (the failures of client and broker are independent,
+        docs/models.md §6), and it restarts once the crash's repair time has passed."""
+        while True:
+            try:
+                if isinstance(cause, ClientCrash):
+                    return self._after_crash(st, cause)
+                return self._after_drop(st, cause)
+            except ClientCrash as crash:
+                cause = crash
+
+    def _after_crash(self, st: Process, crash: ClientCrash) -> float:
+        st.unregister(self)
+        self._abandon()
+        if crash.restart_after is None or st.stopping:
+            raise StopUser() from None
+        time.sleep(crash.restart_after)
+        if st.stopping or not self._restart(st):
+            raise StopUser() from None
+        self.loop.adapter = self.adapter
+        resume_at = st.clock.now()
+        st.register(self)  # as the simulator's: not a crash target until it has restarted
+        st.recorder.event(resume_at, *on(self.group_name, crash_ended(crash.kind, self.name)))
+        return resume_at
+
+    def _after_drop(self, st: Process, error: BaseException) -> float:
+        down_at = st.clock.now()
+        self._abandon()
+        st.recorder.event(down_at, *on(self.name, client_down(str(error))))
+        if not self._reconnect(st):
+            raise StopUser() from None
+        self.loop.adapter = self.adapter
+        resume_at = st.clock.now()
+        st.recorder.event(resume_at, *on(self.name, client_up(resume_at - down_at)))
+        return resume_at
 
     def _run(self, st: Process, resume_at: float) -> None:
         self.loop.run(resume_at) if self.kind == 0 else self.loop.run()
@@ -173,6 +195,8 @@ class _MqbedUser(User):
         protocol close, which can fail mid-frame after the kill and leave the connection —
         and its unacked deliveries — held until the process exits); the broker requeues."""
         adapter, self.adapter = self.adapter, None
+        if adapter is None:  # crashed while it had none (retrying its connection)
+            return
         try:
             adapter.abort()
         except BaseException:  # abort never raises by contract; a crash must not spread

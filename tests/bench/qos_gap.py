@@ -8,8 +8,9 @@ longer pair (e.g. ``mqbed run workloads/scenarios/qos-be.yaml --set duration=240
 --replications 2``, the same for qos-pc.yaml) gets the same check here: the rate of accepted
 messages lost (lost + unroutable), BE − PC, paired by replication, measured and simulated,
 against the closed form's. It also prints each side's per-replication counts and the consumer
-crashes injected and skipped (a crash due while the broker outage keeps the consumer away is
-skipped, live and simulated: the closed form counts it)."""
+crashes injected and skipped (a crash due while the consumer retries its connection through a
+broker outage takes it down, live and simulated, as the closed form's independent failures
+have it; one due while it restarts from an earlier crash is skipped)."""
 
 from __future__ import annotations
 

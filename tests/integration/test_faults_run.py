@@ -27,6 +27,9 @@ def test_broker_kill_under_pcm_and_latency_toxic(
         .replace("warmup: 5s", "warmup: 1s")
         .replace("at: 20s, duration: 3s", "at: 2s, duration: 0.5s")
         .replace("at: 40s, duration: 10s", "at: 24s, duration: 4s")
+        # a consumer crash while both consumers retry their connection (the broker is down
+        # from 2 s for 5 s or more): it is not skipped, it takes one of them down
+        + "  - {kind: consumer_crash, at: 3s, target: fulfil, count: 1, restart_after: 1s}\n"
     )
     run_dir = run_quietly(text, tmp_path, local_backend.home)
     m = pq.read_table(run_dir / "measured" / "messages.parquet").to_pandas()
@@ -48,6 +51,16 @@ def test_broker_kill_under_pcm_and_latency_toxic(
     # while the broker was down nothing was confirmed
     confirmed_while_down = m[(m.t_confirm > down + 0.1) & (m.t_confirm < up - 0.1)]
     assert confirmed_while_down.empty
+    # the crash found a consumer retrying: that one came back by its restart (the crash's
+    # fault_end once the broker took it), the other by its reconnect (client_up)
+    assert not (e.kind == "fault_skipped").any(), e[e.kind == "fault_skipped"].detail.tolist()
+    crash = e[(e.kind == "fault_start") & e.detail.str.contains('"consumer_crash"')]
+    victims = json.loads(crash.detail.iloc[0])["instances"]
+    assert len(crash) == 1 and len(victims) == 1 and abs(crash.t.iloc[0] - 3.0) < 0.2
+    came_back = set(e[e.kind == "client_up"].target)
+    assert victims[0] not in came_back and any(t.startswith("fulfil.") for t in came_back)
+    restarted = e[(e.kind == "fault_end") & e.detail.str.contains('"consumer_crash"')]
+    assert len(restarted) == 1 and restarted.t.iloc[0] > up - 0.5, (restarted.t.tolist(), up)
     # the latency toxic (consumers' link, downstream) adds ~50 ms while active. Measured from
     # 1.5 s into its 4 s: the messages on their way when it began, and the short backlog they
     # leave, take longer (a full make test once saw 160 ms at 0.5 s, falling to 53 ms by 2.5 s)

@@ -119,11 +119,16 @@ def order_check(summary: dict[str, Any], in_order: bool) -> dict[str, Any]:
 
 def boot_waits(events: pd.DataFrame) -> list[tuple[float, dict[str, Any]]]:
     """Consumers added by a scale-up that could not take messages at once: their host was still
-    booting (``ready_at`` after the decision). ``events``: a run side's events table."""
+    booting (``ready_at`` after the decision). ``events``: a run side's events table.
+
+    The decision's time is compared at the 6 decimals its ``ready_at`` is stored with: a
+    consumer on a booted host is ready at the decision's own time, which rounded up by up to
+    0.5 µs looked later than the live clock's unrounded reading (7 spurious waits a run)."""
     out = []
     for row in events[events.kind == "scale"].itertuples():
         detail = json.loads(row.detail or "{}")
-        out += [(float(row.t), st) for st in detail.get("starts", []) if st["ready_at"] > row.t]
+        t = round(float(row.t), 6)
+        out += [(float(row.t), st) for st in detail.get("starts", []) if st["ready_at"] > t]
     return out
 
 

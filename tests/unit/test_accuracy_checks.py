@@ -54,6 +54,16 @@ def test_boot_waits_are_starts_ready_after_their_decision() -> None:
     assert boot_waits(events) == [(20.0, {"slot": 1, "ready_at": 25.0, "source": "cold"})]
 
 
+def test_a_start_ready_at_the_live_decisions_own_time_is_no_wait() -> None:
+    """Live, the decision's time is the clock's unrounded reading and a booted host's start is
+    ready at that time, stored to 6 decimals: rounded up it is no later than the decision
+    (the NPP ramp counted 7 such waits a run on both brokers, all of 0.0000005 s or less)."""
+    t = 13.1234565001
+    events = pd.DataFrame([_scale(t, (round(t, 6), "pool")), _scale(20.0, (20.000001, "cold"))])
+    assert round(t, 6) > t
+    assert boot_waits(events) == [(20.0, {"slot": 0, "ready_at": 20.000001, "source": "cold"})]
+
+
 def _ts(rows: list[tuple[int, float, str, int, int, int]]) -> pd.DataFrame:
     cols = ["replication", "t", "queue", "depth_ready", "depth_unacked", "consumers"]
     return pd.DataFrame(rows, columns=cols)

@@ -44,6 +44,7 @@ from testbed.brokers import make_adapter
 from testbed.calibration.choice import ProfileChoice, choose_profile
 from testbed.calibration.client_path import Replicate
 from testbed.calibration.restart import restart_probe
+from testbed.calibration.restart_observed import learn_restart_time
 from testbed.core.atomic import atomic_write_text
 from testbed.core.overrides import RunOverrides
 from testbed.core.records import Ledger
@@ -157,10 +158,8 @@ def run_scenario(
     :mod:`testbed.workload.worker_service` and find the run in ``<out_dir>/.locust/
     current.json`` (or ``$MQBED_LOCUST_RENDEZVOUS``).
 
-    The prediction uses ``profile`` when given; otherwise (``calibration``) ``"auto"``: this
-    machine's cached profile, measured first by a quick calibration of the client path on the
-    run's broker when there is none (:mod:`testbed.calibration.machine`); ``"fresh"``: measured
-    again now; ``"cached"``: the cached profile, else the shipped one; ``"shipped"``: that one.
+    The prediction's profile: ``profile``, else as ``calibration`` says (`testbed.calibration.
+    choice`); the run's broker kills then join the cached restart time (`.restart_observed`).
 
     ``overrides`` (``mqbed run --rate/--duration/--set ...``) change the scenario before it is
     validated; the run directory's ``scenario.yaml`` is the scenario with them."""
@@ -212,6 +211,7 @@ def run_scenario(
         if predict:
             assert choice is not None
             _predict(scenario, run_dir, reps, console, env, choice)
+            learn_restart_time(choice, run_dir / "measured", calibration, console)
     return result
 
 

@@ -18,7 +18,9 @@ run's broker (`testbed.calibration.restart`) and the cached profile keeps it. Th
 moves with the machine as the client path does: a RabbitMQ restart measured at 5.16 s (two
 kills, sd 0.004 s) took 3.0-4.9 s in the runs of one machine ten hours later (2026-11-28), so
 the QoS experiments' prediction, with two or three kills a replication, had the broker down
-~1.9 s longer per kill than it was and predicted PCM's throughput 15 % low.
+~1.9 s longer per kill than it was and predicted PCM's throughput 15 % low. So after a run
+the kills it timed join the cached figure (`testbed.calibration.restart_observed`), for the
+next run's prediction.
 """
 
 from __future__ import annotations

@@ -152,6 +152,7 @@ class _MqbedUser(User):
         self._abandon()
         st.recorder.event(down_at, *on(self.name, client_down(str(error))))
         if not self._reconnect(st):
+            st.unregister(self)  # gave up: no longer a crash target
             raise StopUser() from None
         self.loop.adapter = self.adapter
         resume_at = st.clock.now()

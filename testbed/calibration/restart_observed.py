@@ -4,7 +4,7 @@ The calibration times two kills (`testbed.calibration.restart`); a run with brok
 every one of its own the same way (the ``heal_s`` of each kill's ``fault_end`` row: from the
 restart call to healthy). One machine's kills vary widely — RabbitMQ healed in 7.1-15.7 s over
 one QoS pair's 32 kills (mean 10.6 s, 2026-12-03) where the two calibration kills just before
-took 9.4 and 7.7 s, so the prediction had the broker down 26.8 % of the time against 38.7 %
+took 9.4 and 7.7 s, so the prediction had the broker down 26.3 % of the time against 38.7 %
 measured. After a run whose prediction came from this machine's cached profile (``auto`` or
 ``fresh``), its kills join the profile's ``restart_time``: a pooled mean and sd in which the
 older samples weigh at most ``POOL_LIMIT`` minus the new ones, so the figure follows the

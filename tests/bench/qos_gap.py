@@ -7,8 +7,10 @@ The accuracy suite judges the library's 60 s pair (`testbed.accuracy_checks.pair
 longer pair (e.g. ``mqbed run workloads/scenarios/qos-be.yaml --set duration=240s
 --replications 2``, the same for qos-pc.yaml) gets the same check here: the rate of accepted
 messages lost (lost + unroutable), BE − PC, paired by replication, measured and simulated,
-against the closed form's. It also prints each side's per-replication counts and the consumer
-crashes injected and skipped (a crash due while the consumer retries its connection through a
+against the closed form's. It also prints each side's per-replication counts, the consumer
+crashes injected and skipped, the fractions of the run the broker was down and the consumer was
+down while the broker was up (what the closed form's consumer-down term counts, at λ msg/s),
+and the heal times of the kills where the side timed them (a crash due while the consumer retries its connection through a
 broker outage takes it down, live and simulated, as the closed form's independent failures
 have it; one due while it restarts from an earlier crash is skipped)."""
 
@@ -30,6 +32,43 @@ def _crashes(run: Path, side: str) -> tuple[int, int]:
     return started, int((crash.kind == "fault_skipped").sum())
 
 
+def _spans(rows: pd.DataFrame, opens: set[str], closes: set[str], end: float) -> list[tuple]:
+    """(start, end) intervals from time-ordered rows opened and closed by the given kinds."""
+    out, since = [], None
+    for t, kind in zip(rows.t, rows.kind, strict=True):
+        if kind in opens and since is None:
+            since = t
+        elif kind in closes and since is not None:
+            out.append((since, t))
+            since = None
+    return out + ([(since, end)] if since is not None else [])
+
+
+def _outages(run: Path, side: str, span: float) -> str:
+    """The broker's and the consumer's down time in a side's events: the fraction of the run
+    the broker was down, the consumer down while the broker was up (what the closed form's
+    consumer-down term counts), and the kills' heal times where the side timed them."""
+    events = pd.read_parquet(run / side / "events.parquet").sort_values("t")
+    broker_down = consumer_up_gap = 0.0
+    reps = sorted(events.replication.unique())
+    for rep in reps:
+        ev = events[events.replication == rep]
+        broker = _spans(ev[ev.target == "broker"], {"broker_down"}, {"broker_up"}, span)
+        mine = ev[ev.target.astype(str).str.startswith("receiver")]
+        consumer = _spans(mine, {"fault_start", "client_down"}, {"fault_end", "client_up"}, span)
+        overlap = sum(max(0.0, min(e1, e2) - max(s1, s2))
+                      for s1, e1 in consumer for s2, e2 in broker)  # fmt: skip
+        broker_down += sum(e - s for s, e in broker)
+        consumer_up_gap += sum(e - s for s, e in consumer) - overlap
+    total = span * len(reps)
+    ends = events[(events.kind == "fault_end") & (events.target == "broker")]
+    heals = [h for h in (json.loads(d).get("heal_s") for d in ends.detail) if h]
+    healed = (f", kills healed in {sum(heals) / len(heals):.1f} s on average "
+              f"({min(heals):.1f}-{max(heals):.1f} s, {len(heals)})" if heals else "")  # fmt: skip
+    return (f"broker down {broker_down / total:.1%}, consumer down with the broker up "
+            f"{consumer_up_gap / total:.1%}{healed}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("be", type=Path, help="run directory of qos-be")
@@ -48,7 +87,7 @@ def main() -> None:
             started, skipped = _crashes(run, side)
             print(f"{level} {row['source']:>9}: {span:g} s a replication, lost {row['lost']}, "
                   f"unroutable {row['unroutable']}, consumer crashes {started} "
-                  f"(+{skipped} skipped)")  # fmt: skip
+                  f"(+{skipped} skipped); {_outages(run, side, span)}")  # fmt: skip
     for check in pair_checks(cases):
         print(f"{check['check']}: {check['value']} {check['note']} -> ok {check['ok']}")
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 __all__ = [
     "qos_level",
     "closed_form_inputs",
+    "closed_form_terms",
     "loss_table",
     "broker_uptime",
     "returns_unroutable",
@@ -127,6 +128,18 @@ def closed_form_inputs(s: Scenario, restart_s: float | None = None) -> dict[str,
     }
 
 
+def closed_form_terms(inputs: dict[str, Any]) -> analytic.LossBreakdown:
+    """The §6 formula's terms for what `closed_form_inputs` returned."""
+    args = {k: inputs[k] for k in ("lam", "mu", "k", "a_s", "a_m", "a_c")}
+    return analytic.loss_breakdown(
+        inputs["qos"],
+        **args,
+        gamma_eq_m=inputs["gamma_eq_m"],
+        gamma_eq_c=inputs["gamma_eq_c"],
+        tau_eq_c=inputs["tau_eq_c"],
+    )
+
+
 def broker_uptime(mttf: float, restart: float) -> float:
     """Mean up time between broker failures as the live runner injects them: the next time to
     failure (Exp(MTTF)) runs from the planned repair, so during the ``restart`` that follows it;
@@ -187,14 +200,7 @@ def loss_table(
         if events is not None and not events.empty and "source" in events:
             ev = events[events.source == side]
         rows.append(_side_row(name, s, ledgers[side], ev))
-    args = {k: inputs[k] for k in ("lam", "mu", "k", "a_s", "a_m", "a_c")}
-    terms = analytic.loss_breakdown(
-        inputs["qos"],
-        **args,
-        gamma_eq_m=inputs["gamma_eq_m"],
-        gamma_eq_c=inputs["gamma_eq_c"],
-        tau_eq_c=inputs["tau_eq_c"],
-    )
+    terms = closed_form_terms(inputs)
     breakdown = {k: v for k, v in dataclasses.asdict(terms).items() if k != "total"}
     returned = terms.consumer_down if returns_unroutable(s) and inputs["qos"] == "BE" else 0.0
     rows.append(

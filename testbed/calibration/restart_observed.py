@@ -83,9 +83,11 @@ def learn_restart_time(
         return
     try:
         heals = observed_heals(pd.read_parquet(measured / "events.parquet"))
+        if not heals:  # no broker kill: nothing to read or write
+            return
         cached = load_profile(choice.path)  # as cached, not as the run adjusted it
         known = cached.restart_time
-        if not heals or known is None:
+        if known is None:
             return
         date = datetime.now(UTC).isoformat(timespec="seconds")
         updated = pooled_restart(known, heals, date)

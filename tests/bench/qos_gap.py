@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.accuracy_checks import pair_checks
+from testbed.calibration.restart_observed import observed_heals
 
 
 def _crashes(run: Path, side: str) -> tuple[int, int]:
@@ -61,8 +62,7 @@ def _outages(run: Path, side: str, span: float) -> str:
         broker_down += sum(e - s for s, e in broker)
         consumer_up_gap += sum(e - s for s, e in consumer) - overlap
     total = span * len(reps)
-    ends = events[(events.kind == "fault_end") & (events.target == "broker")]
-    heals = [h for h in (json.loads(d).get("heal_s") for d in ends.detail) if h]
+    heals = [h for h in observed_heals(events) if h > 0]  # the simulator's are 0: not timed
     healed = (f", kills healed in {sum(heals) / len(heals):.1f} s on average "
               f"({min(heals):.1f}-{max(heals):.1f} s, {len(heals)})" if heals else "")  # fmt: skip
     return (f"broker down {broker_down / total:.1%}, consumer down with the broker up "

@@ -198,31 +198,13 @@ def test_the_simulated_be_minus_pc_gap_is_the_closed_forms() -> None:
     consumer down, as the closed form's independent failures have it (skipped, the gap was
     ~18 % low). What the closed form leaves out: PC's broker kills find a longer queue than
     N̄ after a consumer outage, so PC loses more than its broker-crash term."""
-    from pathlib import Path
+    from tests.bench.qos_sim_gap import simulated_pair
 
-    from testbed.analysis.qos import closed_form_inputs
-
-    lib = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"
-    gaps, terms = [], {}
+    gaps = []
     for seed in (606, 7, 8):
-        rates = {}
-        for level in ("be", "pc"):
-            text = (lib / f"qos-{level}.yaml").read_text()
-            text = text.replace("duration: 60s", "duration: 3600s").replace(
-                "seed: 606", f"seed: {seed}"
-            )
-            s, issues = parse_scenario(text)
-            assert s is not None, [str(i) for i in issues]
-            led = Model(s, Profile.zero("rabbitmq"), 0).run().ledger
-            rates[level] = (led.sent - led.delivered_unique - led.dead_lettered) / 3600.0
-            i = closed_form_inputs(s)
-            assert i is not None
-            args = {k: i[k] for k in ("lam", "mu", "k", "a_s", "a_m", "a_c")}
-            terms[level] = loss_breakdown(
-                i["qos"], **args, gamma_eq_m=i["gamma_eq_m"], gamma_eq_c=i["gamma_eq_c"],
-                tau_eq_c=i["tau_eq_c"],
-            )  # fmt: skip
-        gaps.append(rates["be"] - rates["pc"])
+        pair = simulated_pair(3600.0, seed)
+        gaps.append(pair["be"][0] - pair["pc"][0])
+    terms = {level: closed for level, (_, closed) in pair.items()}
     gap = terms["be"].total - terms["pc"].total
     assert gap == pytest.approx(
         terms["be"].consumer_down + terms["be"].consumer_crash - terms["pc"].consumer_down

@@ -181,6 +181,22 @@ def test_point_reduction_drops_warmup_and_flags_backlog() -> None:
     assert ps2.saturated and "not delivered" in ps2.reason and "grows" in ps2.reason
 
 
+def test_a_backlog_that_stays_is_saturation() -> None:
+    """100 kB at 100 msg/s with every delivery ~394 ms late (the CI run of 2026-12-02 on
+    ActiveMQ): no trend through the point, but 39 messages in flight at once (Little's law) is
+    a queue at its capacity, not the light-load latency the size fit wants; 1.3 ms is not."""
+    spec = StreamSpec("t", "base", "high", 100_000, 100.0, warmup=1.0, duration=4.0)
+    t0 = 1_000_000_000_000
+    for lat_ns, saturated in ((394_000_000, True), (1_300_000, False), (19_000_000, False)):
+        rec = StreamRecord(spec)
+        for i in range(spec.n_total):
+            rec.sent[i] = (t0 + i * 10_000_000, 20_000, 0.0)
+            rec.received.append((i, 0, lat_ns + (i % 7) * 100_000, 30_000))
+        ps = reduce_point(rec)
+        assert ps.saturated is saturated, (lat_ns, ps.reason)
+        assert ("in flight" in ps.reason) is saturated and "grows" not in ps.reason
+
+
 def test_one_stalled_message_at_the_end_of_a_light_point_is_no_backlog() -> None:
     """Ten messages at 5 msg/s, the last stalled 68 ms by the disk: the point is light load
     with one slow delivery, not a queue building up (a quarter's median is two messages)."""

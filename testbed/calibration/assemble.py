@@ -12,8 +12,9 @@ mean-based fits alongside. How each profile field is derived (and used by
 - ``latency.<config>.<low_load|high_load>``: least squares a + b·size over the per-point
   median latencies (a point = one size and one repeat) of that configuration and load. Left
   out: saturated points (losses, producer behind schedule, latency growing through the point,
-  a backlog that stays: `points.BACKLOG_IN_FLIGHT`) and high-load points whose offered load is above `MAX_RHO` of the measured queue capacity
-  (the simulator adds queueing on top of the fit). ``r`` is Pearson's r of (size, median),
+  a backlog that stays: `points.BACKLOG_IN_FLIGHT`) and high-load points whose offered load
+  is above `MAX_RHO` of the measured queue capacity (the simulator adds queueing on top of
+  the fit). ``r`` is Pearson's r of (size, median),
   ``r2`` the R² of the reported line; a and b are constrained to ≥ 0 (`fitting.linear_fit`).
   ``sd``: median over the small-size points (≤ 10 × reference size, where the simulator applies
   it) of (p95 − median)/1.645.

@@ -88,16 +88,16 @@ class Broker:
         self.confirm_draw: Callable[[], float] | None = None  # publish → confirm, persistent
         self.on_written: Callable[[int, float], None] | None = None  # hook: (m, on disk at)
         self.coupled: dict[int, list[float]] = {}
-        """What the copies of a message share: message → [uniform of the delivery table (-1:
-        none), copies not yet delivered, wake-up delay] — for a fanned-out message whose copies
-        share one draw (``couple_copies``) and a message published after idle time (``wake``);
-        emptied as copies arrive."""
+        """Message → [uniform of the delivery table (-1: none), copies not yet delivered, wake-up
+        delay]: what copies sharing one draw (``couple_copies``) or published after idle time
+        (``wake``) share; emptied as copies arrive."""
         self.couple_copies = False
         self.wake: WakeClock | None = None  # set with a measured wake-up (emulator.sim.wake)
         self._woken: dict[int, float] = {}  # published after idle time, not yet routed
         self.cold: ColdStart | None = None  # restarted and still slow (``cold_start``)
         self._cold_from = 0.0
         self._u = uniforms(stream(seed, rep, "broker:copies"))
+        self.crn_keys: dict[int, str] | None = None  # emulator.sim.failures
         self._order = random.Random(int(stream(seed, rep, "broker:order").integers(2**63)))
         expected = 1e5
         self.residual = costs.confirm_residual.sampler(

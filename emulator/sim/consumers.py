@@ -97,9 +97,9 @@ class Consumer:
         service: Callable[[], float],
         read: Callable[[], float],
         failure_probability: float,
-        uniform: Callable[[], float],
+        uniform: Callable[[int, int], float],
         follow_ups: list[FollowUp],
-        follow_uniform: Callable[[], float] | None = None,
+        follow_uniform: Callable[[], float],
         extra_a: float = 0.0,
         extra_b: float = 0.0,
     ) -> None:
@@ -115,7 +115,7 @@ class Consumer:
         self.fail_p = failure_probability
         self.u = uniform
         self.follow_ups = follow_ups
-        self.u_follow = follow_uniform or uniform
+        self.u_follow = follow_uniform
         self.extra_a = extra_a  # prefetch-1 overhead on the delivery path
         self.extra_b = extra_b
         self.free = 0.0  # the handler is busy until then
@@ -189,7 +189,7 @@ class Consumer:
         if cpu is not None:  # its receive work, booked on its process as its frames arrive
             t = cpu.done_by(t, cpu.receive)
         start = t if t > self.free else self.free
-        ok = not (self.fail_p and self.u() < self.fail_p)
+        ok = not (self.fail_p and self.u(m, attempt) < self.fail_p)
         served = start + (self.service() if ok else 0.0)
         if cpu is not None and cpu.ack:  # ack and record: in its hold, in the others' way
             cpu.take(served, cpu.ack)

@@ -31,6 +31,7 @@ from emulator.sim.broker import make_broker
 from emulator.sim.client_cpu import Processes
 from emulator.sim.consumers import Consumer, FollowUp
 from emulator.sim.costs import derive_costs
+from emulator.sim.failures import failure_draw, key_prefix, keyed_groups
 from emulator.sim.faults import install_faults
 from emulator.sim.kernel import Kernel, batch_for, stream, uniforms
 from emulator.sim.links import Link, Links
@@ -92,6 +93,9 @@ class Model:
         self.broker = make_broker(
             kind, self.kernel, self.costs, self.rec.m_size, s.seed, replication
         )
+        self.keyed = keyed_groups(s)  # failures drawn as the live twin's (sim.failures)
+        if self.keyed:
+            self.broker.crn_keys = {}
         self.loads = offered_load(s)
         self.traffic = queue_traffic(s)
         self.total_rate = total_rate(self.loads)
@@ -237,6 +241,7 @@ class Model:
                 if isinstance(arrival, ClosedArrival)
                 else None,
                 on_done=self._producer_done,
+                key_prefix=key_prefix(spec.name, i),
             )
             p.cpu = self.processes.next()
             p.mandatory = spec.mandatory
@@ -289,7 +294,13 @@ class Model:
             service=spec.service_time.sampler(self._stream(base + ":service"), batch),
             read=self._hold(base, batch),
             failure_probability=spec.failure_probability,
-            uniform=uniforms(self._stream(base + ":failure"), batch),
+            uniform=failure_draw(
+                self.broker,
+                spec,
+                spec.name in self.keyed,
+                self.rep_seed,
+                uniforms(self._stream(base + ":failure"), batch),
+            ),
             follow_ups=follow,
             follow_uniform=uniforms(self._stream(base + ":follow-up"), batch),
             extra_a=pre[0],

@@ -76,11 +76,13 @@ class Producer:
         times: Iterator[float] | None = None,
         think: Callable[[], float] | None = None,
         on_done: Callable[[Producer], None] = lambda p: None,
+        key_prefix: str = "",
     ) -> None:
         if (times is None) == (think is None):
             raise ValueError("a producer is either open-loop (times) or closed-loop (think)")
         self.name = name
         self.idx = idx
+        self.key_prefix = key_prefix  # message n's key: key_prefix + n (seeds.message_key)
         self.broker = broker
         self.env = broker.env
         self.call_at = broker.call_at
@@ -201,8 +203,11 @@ class Producer:
         size = self.size()
         queues = self.routes[self.pick()] if self.pick is not None else self.routes[0]
         m = self.new(self.flow, self.dest, self.idx, size, t_int, now)
-        self.sent += 1
         b = self.broker
+        keys = b.crn_keys
+        if keys is not None and len(queues) == 1:
+            keys[m] = self.key_prefix + str(self.sent)
+        self.sent += 1
         b.pending += 1
         b.publish(self, m, queues, self.notify, self.persistent, self.extra_a + self.extra_b * size)
         if not self.confirms:  # as the live client: "confirmed" = the send returned (ledger)

@@ -204,6 +204,8 @@ class Queue:
         if acked:
             self.acked += 1
         b = self.broker
+        if b.crn_keys is not None:
+            b.crn_keys.pop(m, None)
         b.mem -= b.sizes[m] + b.mem_overhead
         if b.blocked and b.mem <= b.mem_threshold:
             b.unblock()

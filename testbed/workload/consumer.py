@@ -40,6 +40,7 @@ from testbed.control.visibility import VisibilityController
 from testbed.core.broker_kinds import KINDS
 from testbed.core.clock import RunClock
 from testbed.core.scenario import ConsumerSpec, Scenario
+from testbed.core.seeds import failure_uniform, keyed_failures
 from testbed.core.visibility import (
     consumer_prefetch,
     dead_letter_queue,
@@ -73,6 +74,7 @@ class ConsumerLoop(ConsumerPublishing):
         rng: np.random.Generator,
         instance: str,
         should_stop: Callable[[], bool],
+        seed: int | None = None,
     ):
         self.spec = spec
         self.adapter = adapter
@@ -105,6 +107,12 @@ class ConsumerLoop(ConsumerPublishing):
                 hold_in_process=KINDS[scenario.broker.kind].visibility == "in_process",
                 requeue_head=self._requeue_head if self._in_order else None,
             )  # fmt: skip
+        self._keyed = seed is not None and keyed_failures(
+            spec.failure_probability, spec.ack, vis is not None
+        )
+        """Failures keyed by message and attempt (`testbed.core.seeds.failure_uniform`), so the
+        predicted twin fails the same attempts; `seed` is the replication's."""
+        self._seed = seed or 0
         self._requeue_capable = adapter.capabilities.nack_requeue
         self.settling = False
         """True from a delivery's ack to its record: a crash then waits (`crash`)."""
@@ -253,6 +261,16 @@ class ConsumerLoop(ConsumerPublishing):
             if self.visibility is not None:
                 self.visibility.tick()
 
+    def _fail_draw(self, d: Delivery, attempt: int) -> float:
+        """The uniform that decides whether this attempt fails: keyed by the message when the
+        group's failures are (a producer's message: its id without the run's prefix), else
+        the instance's stream."""
+        prefix = self.recorder.id_prefix
+        if self._keyed and d.msg_id.startswith(prefix):
+            key = d.msg_id[len(prefix) :]
+            return failure_uniform(self._seed, self.spec.name, key, attempt)
+        return self._uniform()
+
     def _handle(self, d: Delivery) -> None:
         self.received += 1
         # delivery = the moment this consumer starts on the message (the simulator's definition);
@@ -278,10 +296,9 @@ class ConsumerLoop(ConsumerPublishing):
             if vis is not None:
                 vis.settle(d)
             d.ack()
-        fails = (
-            self.spec.failure_probability > 0 and self._uniform() < self.spec.failure_probability
-        )
-        if fails:
+        if self.spec.failure_probability > 0 and self._fail_draw(d, attempt) < (
+            self.spec.failure_probability
+        ):
             self._fail(d, attempt, t_deliver, latency, redelivered, size)
             return
         service = self._service()

@@ -266,6 +266,7 @@ class ConsumerUser(_MqbedUser):
             st.rng(1, self.group_index, self.index),
             self.name,
             should_stop,
+            seed=st.config.seed,
         )
 
     def _slot_queue(self, st: Process) -> str | None:

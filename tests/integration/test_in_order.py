@@ -7,8 +7,8 @@ implementation gets wrong, asserted here:
   in order, when the active one goes;
 - through the whole pipeline: a failed message does not hold the line until its lease runs
   out (newer ones overtake it: order violations, or a redelivery sooner than VT), attempt
-  numbers restart, messages go missing, or in-order is not slower than out-of-order under the
-  same failures.
+  numbers restart, messages go missing, in-order is not slower than out-of-order under the
+  same failures, or the failed attempts are not the ones the predicted twin fails.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import pytest
 from testbed.backends.local import LocalBackend
 from testbed.brokers import BrokerAdapter, Consumer, Delivery, QueueDecl
 from testbed.core.ledger import compute_ledger
+from testbed.core.seeds import failure_uniform, replication_seed
 from tests.integration.live import adapters, run_quietly
 
 pytestmark = pytest.mark.integration
@@ -140,6 +141,25 @@ def _check_in_order_queue(d: pd.DataFrame, vt: float) -> None:
     assert d[d.outcome == "acked"].consumer.nunique() == 1  # the standby never received
 
 
+def _check_keyed_failures(d: pd.DataFrame, seed: int, p: float) -> None:
+    """The consumers failed the attempts `failure_uniform` names (what the predicted twin
+    fails, tests/unit/test_keyed_failures.py): no attempt whose uniform is below p was acked,
+    and the failed ones are those (a lease that ran out during service, rare at 5 ms against
+    200 ms, is the other way to time out)."""
+    key = d.msg_id.str.split(".", n=2).str[2]  # the id without the run's token and replication
+    group = d.consumer.str.split(".").str[0]
+    u = pd.Series(
+        [
+            failure_uniform(seed, g, k, int(a))
+            for g, k, a in zip(group, key, d.attempt, strict=True)
+        ],
+        index=d.index,
+    )
+    acked, failed = d.outcome == "acked", d.outcome.isin(["timed_out", "dead_lettered"])
+    assert (u[acked] >= p).all(), d[acked & (u < p)].head().to_dict("records")
+    assert failed.sum() > 10 and (u[failed] < p).mean() >= 0.95, (u[failed] >= p).sum()
+
+
 @pytest.mark.parametrize("kind", ["rabbitmq", "activemq"])
 def test_in_order_queue_keeps_order_under_failures_and_is_slower(
     tmp_path: Path, local_backend: LocalBackend, kind: str, request: pytest.FixtureRequest
@@ -177,6 +197,7 @@ def test_in_order_queue_keeps_order_under_failures_and_is_slower(
     assert oo["order_violations"] > 0, figures
     assert ledger["order_violations"] == oo["order_violations"]  # the run's ledger has both
     _check_in_order_queue(deliveries[deliveries.queue == ordered], 0.2)
+    _check_keyed_failures(deliveries, replication_seed(23, 0), 0.1)
     loose_acked = deliveries[(deliveries.queue == loose) & (deliveries.outcome == "acked")]
     assert loose_acked.consumer.nunique() == 2  # out of order both consumers serve
     assert figures["in order"]["mean_delivery_s"] > 2 * figures["out of order"]["mean_delivery_s"]
